@@ -1,0 +1,23 @@
+// What the CUDA runtime sees: used by `lancet --version` and backend selection.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace lancet::cuda {
+
+struct DeviceInfo {
+  int index = 0;
+  std::string name;
+  int sm_major = 0;
+  int sm_minor = 0;
+  size_t total_memory = 0;
+  int multiprocessors = 0;
+};
+
+// Devices visible to this process; empty (not an error) when no driver or GPU is present.
+std::vector<DeviceInfo> list_devices();
+// The architectures this binary carries code for, e.g. "sm_80 sm_90a".
+std::string compiled_architectures();
+
+}  // namespace lancet::cuda

@@ -1,0 +1,171 @@
+// Exhaustive checks of the scalar conversions against first-principles decoding and a
+// brute-force nearest-value search (the definition of round-to-nearest-even).
+#include "core/dtype.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace lancet {
+namespace {
+
+// Brute force: the code whose value is nearest to x; ties go to the even code (mantissa LSB 0).
+template <typename Decode>
+uint32_t nearest_code(float x, int num_codes, Decode decode, uint32_t sign_bit) {
+  double best = std::numeric_limits<double>::infinity();
+  uint32_t best_code = 0;
+  for (int c = 0; c < num_codes; ++c) {
+    float v = decode(c);
+    if (!std::isfinite(v)) continue;
+    if ((c & sign_bit) != (std::signbit(x) ? sign_bit : 0)) continue;
+    double d = std::fabs(static_cast<double>(v) - static_cast<double>(x));
+    if (d < best || (d == best && (c & 1) == 0)) {
+      best = d;
+      best_code = c;
+    }
+  }
+  return best_code;
+}
+
+TEST(Fp8E4M3, DecodesEveryCodePerSpec) {
+  int nans = 0;
+  for (int c = 0; c < 256; ++c) {
+    float v = fp8e4m3_to_f32(static_cast<uint8_t>(c));
+    if (std::isnan(v)) {
+      ++nans;
+      EXPECT_EQ(c & 0x7f, 0x7f);
+      continue;
+    }
+    EXPECT_FALSE(std::isinf(v));
+    int s = c >> 7, e = (c >> 3) & 15, m = c & 7;
+    double expect = e == 0 ? std::ldexp(m / 8.0, -6) : std::ldexp(1.0 + m / 8.0, e - 7);
+    EXPECT_EQ(v, static_cast<float>(s ? -expect : expect)) << c;
+  }
+  EXPECT_EQ(nans, 2);
+  EXPECT_EQ(fp8e4m3_to_f32(0x7e), 448.0f);
+  EXPECT_EQ(fp8e4m3_to_f32(0x01), std::ldexp(1.0f, -9));
+}
+
+TEST(Fp8E4M3, RoundTripsEveryCode) {
+  for (int c = 0; c < 256; ++c) {
+    float v = fp8e4m3_to_f32(static_cast<uint8_t>(c));
+    uint8_t back = f32_to_fp8e4m3(v);
+    if (std::isnan(v)) {
+      EXPECT_TRUE(std::isnan(fp8e4m3_to_f32(back)));
+    } else if (c == 0x80) {
+      EXPECT_EQ(back, 0x80);  // -0 keeps its sign
+    } else {
+      EXPECT_EQ(back, c);
+    }
+  }
+}
+
+TEST(Fp8E4M3, RoundsToNearestEvenAndSaturates) {
+  std::mt19937 rng(1);
+  std::vector<float> xs;
+  // Every midpoint between neighbouring codes, and points just either side of it.
+  for (int c = 0; c < 0x7e; ++c) {
+    float a = fp8e4m3_to_f32(c), b = fp8e4m3_to_f32(c + 1);
+    float mid = (a + b) / 2;
+    xs.insert(xs.end(), {mid, std::nextafter(mid, 0.f), std::nextafter(mid, 1000.f), -mid});
+  }
+  std::uniform_real_distribution<float> u(-500.f, 500.f);
+  for (int i = 0; i < 20000; ++i) xs.push_back(u(rng));
+  auto dec = [](int c) { return fp8e4m3_to_f32(static_cast<uint8_t>(c)); };
+  for (float x : xs) {
+    if (std::fabs(x) > 448.f) {
+      EXPECT_EQ(fp8e4m3_to_f32(f32_to_fp8e4m3(x)), std::copysign(448.f, x)) << x;
+      // Non-saturating: values that round to 448 stay 448 (midpoint 464 ties to even code
+      // 0x7e); beyond that, overflow is NaN (E4M3FN has no infinity).
+      const float ns = fp8e4m3_to_f32(f32_to_fp8e4m3(x, /*saturate=*/false));
+      if (std::fabs(x) <= 464.f) EXPECT_EQ(ns, std::copysign(448.f, x)) << x;
+      else EXPECT_TRUE(std::isnan(ns)) << x;
+      continue;
+    }
+    EXPECT_EQ(f32_to_fp8e4m3(x), nearest_code(x, 256, dec, 0x80)) << x;
+  }
+  EXPECT_EQ(f32_to_fp8e4m3(std::numeric_limits<float>::infinity()), 0x7e);
+  EXPECT_EQ(f32_to_fp8e4m3(-std::numeric_limits<float>::infinity()), 0xfe);
+  EXPECT_TRUE(std::isnan(fp8e4m3_to_f32(f32_to_fp8e4m3(std::nanf("")))));
+  EXPECT_EQ(f32_to_fp8e4m3(1e-30f), 0x00);
+}
+
+TEST(Fp8E5M2, DecodesRoundTripsAndRounds) {
+  auto dec = [](int c) { return fp8e5m2_to_f32(static_cast<uint8_t>(c)); };
+  int nans = 0, infs = 0;
+  for (int c = 0; c < 256; ++c) {
+    float v = dec(c);
+    if (std::isnan(v)) { ++nans; continue; }
+    if (std::isinf(v)) { ++infs; continue; }
+    if (c != 0x80) EXPECT_EQ(f32_to_fp8e5m2(v), c);
+  }
+  EXPECT_EQ(nans, 6);
+  EXPECT_EQ(infs, 2);
+  EXPECT_EQ(dec(0x7b), 57344.0f);
+  for (int c = 0; c < 0x7b; ++c) {
+    float mid = (dec(c) + dec(c + 1)) / 2;
+    for (float x : {mid, std::nextafter(mid, 0.f), std::nextafter(mid, 1e6f), -mid})
+      EXPECT_EQ(f32_to_fp8e5m2(x), nearest_code(x, 256, dec, 0x80)) << x;
+  }
+  EXPECT_EQ(f32_to_fp8e5m2(1e9f), 0x7b);
+  EXPECT_EQ(f32_to_fp8e5m2(1e9f, false), 0x7c);
+  EXPECT_EQ(f32_to_fp8e5m2(std::numeric_limits<float>::infinity()), 0x7b);
+}
+
+TEST(Fp16, EveryCodeMatchesHardwareConversionAndRoundTrips) {
+  for (uint32_t c = 0; c < 65536; ++c) {
+    _Float16 h;
+    uint16_t bits = static_cast<uint16_t>(c);
+    std::memcpy(&h, &bits, 2);
+    float ref = static_cast<float>(h);
+    float v = f16_to_f32(bits);
+    if (std::isnan(ref)) {
+      EXPECT_TRUE(std::isnan(v));
+      continue;
+    }
+    ASSERT_EQ(f32_to_bits(v), f32_to_bits(ref)) << c;
+    ASSERT_EQ(f32_to_f16(v), bits) << c;
+    // Midpoint to the next code rounds like the compiler's IEEE conversion.
+    if ((c & 0x7fff) < 0x7bff) {
+      uint16_t nb = static_cast<uint16_t>(c + 1);
+      float mid = (v + f16_to_f32(nb)) / 2;
+      _Float16 r = static_cast<_Float16>(mid);
+      uint16_t rb;
+      std::memcpy(&rb, &r, 2);
+      ASSERT_EQ(f32_to_f16(mid), rb) << c;
+    }
+  }
+  EXPECT_EQ(f32_to_f16(1e6f), 0x7c00);
+}
+
+TEST(Bf16, EveryCodeRoundTripsAndRoundsToNearestEven) {
+  for (uint32_t c = 0; c < 65536; ++c) {
+    float v = bf16_to_f32(static_cast<uint16_t>(c));
+    if (std::isnan(v)) {
+      EXPECT_TRUE(std::isnan(bf16_to_f32(f32_to_bf16(v))));
+      continue;
+    }
+    ASSERT_EQ(f32_to_bf16(v), c);
+    // Exactly halfway between c and c+1: ties to even.
+    uint32_t half = (c << 16) | 0x8000u;
+    float h = bits_to_f32(half);
+    if (std::isnan(h) || std::isinf(bf16_to_f32(static_cast<uint16_t>(c + 1)))) continue;
+    uint16_t expect = (c & 1) ? static_cast<uint16_t>(c + 1) : static_cast<uint16_t>(c);
+    ASSERT_EQ(f32_to_bf16(h), expect) << c;
+    ASSERT_EQ(f32_to_bf16(bits_to_f32(half + 1)), static_cast<uint16_t>(c + 1)) << c;
+  }
+}
+
+TEST(DType, RowBytes) {
+  EXPECT_EQ(dtype_row_bytes(DType::kQ4_K, 512).value(), 288u);
+  EXPECT_EQ(dtype_row_bytes(DType::kQ8_0, 64).value(), 68u);
+  EXPECT_FALSE(dtype_row_bytes(DType::kQ8_0, 33).has_value());
+  EXPECT_EQ(dtype_row_bytes(DType::kBF16, 10).value(), 20u);
+  EXPECT_EQ(dtype_from_name("q6_k"), DType::kQ6_K);
+}
+
+}  // namespace
+}  // namespace lancet
