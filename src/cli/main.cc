@@ -1,13 +1,45 @@
-// lancet command-line entry point: dispatches to one file per subcommand.
+// lancet command-line entry point: dispatches to one file per subcommand (commands.h).
 #include <cstdio>
 #include <cstring>
 #include <string>
 
+#include "cli/commands.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*fn)(int, char**);
+  const char* help;
+};
+
+const Command kCommands[] = {
+    {"version", lancet::cli::cmd_version, "print the version and the backends compiled in"},
+};
+
+void usage(FILE* out) {
+  std::fprintf(out, "usage: lancet <command> [options]\n\ncommands:\n");
+  for (const Command& c : kCommands) std::fprintf(out, "  %-14s %s\n", c.name, c.help);
+  std::fprintf(out, "\n`lancet <command> --help` describes a command's options.\n");
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  if (argc >= 2 && (std::strcmp(argv[1], "--version") == 0)) {
-    std::printf("lancet %s\n", LANCET_VERSION);
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  std::string cmd = argv[1];
+  if (cmd == "--version" || cmd == "-V") cmd = "version";
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    usage(stdout);
     return 0;
   }
-  std::fprintf(stderr, "usage: lancet <command> [options]\n");
+  for (const Command& c : kCommands) {
+    if (cmd == c.name) return c.fn(argc - 1, argv + 1);
+  }
+  std::fprintf(stderr, "lancet: unknown command '%s'\n\n", cmd.c_str());
+  usage(stderr);
   return 2;
 }

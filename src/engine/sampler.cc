@@ -1,0 +1,167 @@
+// Sampler implementation. Top-p avoids a full vocabulary sort: it partially sorts a growing
+// prefix until that prefix holds the requested probability mass.
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <unordered_map>
+
+namespace lancet {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+void apply_penalties(std::vector<float>& x, const SamplingParams& p, const SampleContext& ctx) {
+  const int64_t vocab = static_cast<int64_t>(x.size());
+  for (const auto& [tok, bias] : p.logit_bias) {
+    if (tok >= 0 && tok < vocab) x[tok] += bias;
+  }
+  if (static_cast<int32_t>(ctx.output_tokens.size()) < p.min_tokens) {
+    for (int32_t e : ctx.eos_token_ids)
+      if (e >= 0 && e < vocab) x[e] = kNegInf;
+    for (int32_t e : p.stop_token_ids)
+      if (e >= 0 && e < vocab) x[e] = kNegInf;
+  }
+  if (p.repetition_penalty != 1.0f) {
+    std::vector<uint8_t> seen(vocab, 0);
+    for (int32_t t : ctx.prompt_tokens) if (t >= 0 && t < vocab) seen[t] = 1;
+    for (int32_t t : ctx.output_tokens) if (t >= 0 && t < vocab) seen[t] = 1;
+    for (int64_t t = 0; t < vocab; ++t) {
+      if (!seen[t]) continue;
+      x[t] = x[t] > 0 ? x[t] / p.repetition_penalty : x[t] * p.repetition_penalty;
+    }
+  }
+  if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
+    std::unordered_map<int32_t, int32_t> counts;
+    for (int32_t t : ctx.output_tokens) counts[t]++;
+    for (const auto& [t, c] : counts) {
+      if (t < 0 || t >= vocab) continue;
+      x[t] -= p.frequency_penalty * static_cast<float>(c) + p.presence_penalty;
+    }
+  }
+}
+
+// log-softmax normaliser: max + log(sum(exp(x - max))).
+double log_normalizer(const std::vector<float>& x) {
+  float m = kNegInf;
+  for (float v : x) m = std::max(m, v);
+  if (m == kNegInf) return m;
+  double s = 0;
+  for (float v : x) s += std::exp(static_cast<double>(v) - m);
+  return m + std::log(s);
+}
+
+}  // namespace
+
+double counter_uniform(uint64_t seed, uint64_t counter) {
+  const uint64_t r = mix64(mix64(seed + 0x9e3779b97f4a7c15ull) ^ (counter * 0xd1b54a32d192ed03ull));
+  return static_cast<double>(r >> 11) * (1.0 / 9007199254740992.0);  // 53 bits
+}
+
+int32_t argmax(std::span<const float> logits) {
+  int32_t best = 0;
+  for (size_t i = 1; i < logits.size(); ++i) {
+    if (logits[i] > logits[best]) best = static_cast<int32_t>(i);
+  }
+  return best;
+}
+
+SampleResult sample_token(std::span<const float> logits, const SamplingParams& p,
+                          const SampleContext& ctx) {
+  std::vector<float> x(logits.begin(), logits.end());
+  const int64_t vocab = static_cast<int64_t>(x.size());
+  apply_penalties(x, p, ctx);
+
+  SampleResult out;
+  double lognorm = 0.0;
+  if (p.logprobs >= 0) lognorm = log_normalizer(x);
+
+  if (p.greedy()) {
+    out.token = argmax(x);
+  } else {
+    // Candidates sorted by logit, descending; grown until top-k / top-p are satisfied.
+    const float inv_t = 1.0f / p.temperature;
+    const int64_t k = (p.top_k > 0) ? std::min<int64_t>(p.top_k, vocab) : vocab;
+    std::vector<int32_t> idx(vocab);
+    std::iota(idx.begin(), idx.end(), 0);
+    auto by_logit = [&](int32_t a, int32_t b) { return x[a] > x[b] || (x[a] == x[b] && a < b); };
+    float maxv = kNegInf;
+    for (float v : x) maxv = std::max(maxv, v);
+    double total = 0;
+    for (float v : x) total += std::exp(static_cast<double>(v - maxv) * inv_t);
+    int64_t n = std::min<int64_t>(k, 64);
+    for (;;) {
+      std::partial_sort(idx.begin(), idx.begin() + n, idx.end(), by_logit);
+      if (n == k || p.top_p >= 1.0f) {
+        if (n == k) break;
+        n = k;  // no top-p: need all k
+        continue;
+      }
+      double mass = 0;
+      for (int64_t i = 0; i < n; ++i) mass += std::exp(static_cast<double>(x[idx[i]] - maxv) * inv_t);
+      if (mass / total >= p.top_p) break;
+      n = std::min<int64_t>(n * 4, k);
+    }
+    // Probabilities of the candidates under temperature (over the whole vocabulary).
+    std::vector<double> probs(n);
+    for (int64_t i = 0; i < n; ++i) probs[i] = std::exp(static_cast<double>(x[idx[i]] - maxv) * inv_t) / total;
+    // top-k: renormalise over the kept k (vLLM applies top-k, then top-p on the renormalised
+    // distribution).
+    double kept = 0;
+    for (int64_t i = 0; i < n; ++i) kept += probs[i];
+    int64_t m = n;
+    if (p.top_p < 1.0f) {
+      double cum = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        cum += probs[i] / kept;
+        if (cum >= p.top_p) {
+          m = i + 1;
+          break;
+        }
+      }
+    }
+    if (p.min_p > 0.0f) {
+      const double floor_p = p.min_p * probs[0];
+      int64_t j = 1;
+      while (j < m && probs[j] >= floor_p) ++j;
+      m = j;
+    }
+    double z = 0;
+    for (int64_t i = 0; i < m; ++i) z += probs[i];
+    const double u = counter_uniform(ctx.seed, ctx.output_tokens.size()) * z;
+    double cum = 0;
+    out.token = idx[m - 1];
+    for (int64_t i = 0; i < m; ++i) {
+      cum += probs[i];
+      if (u < cum) {
+        out.token = idx[i];
+        break;
+      }
+    }
+  }
+
+  if (p.logprobs >= 0) {
+    out.logprob = static_cast<float>(x[out.token] - lognorm);
+    if (p.logprobs > 0) {
+      const int64_t k = std::min<int64_t>(p.logprobs, vocab);
+      std::vector<int32_t> idx(vocab);
+      std::iota(idx.begin(), idx.end(), 0);
+      std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
+        return x[a] > x[b] || (x[a] == x[b] && a < b);
+      });
+      for (int64_t i = 0; i < k; ++i)
+        out.top_logprobs.push_back({idx[i], static_cast<float>(x[idx[i]] - lognorm)});
+    }
+  }
+  return out;
+}
+
+}  // namespace lancet

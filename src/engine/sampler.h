@@ -1,0 +1,48 @@
+// Token sampling from one sequence's last-position logits (CPU reference; the CUDA backend
+// samples on the device with the same semantics).
+//
+// Order, as vLLM applies it: logit_bias, min_tokens (eos masked), repetition penalty (prompt +
+// output), presence/frequency penalties (output only); logprobs are reported from these
+// processed logits before temperature; then temperature, top-k, top-p, min-p, and a draw.
+// Randomness is counter-based: the draw for output position i of a request uses only
+// (seed, i), so a seeded request gives the same tokens alone or in any batch.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "engine/sampling_params.h"
+
+namespace lancet {
+
+struct TokenLogprob {
+  int32_t token = -1;
+  float logprob = 0.0f;
+};
+
+struct SampleResult {
+  int32_t token = -1;
+  float logprob = 0.0f;                  // of the sampled token (when params.logprobs >= 0)
+  std::vector<TokenLogprob> top_logprobs;  // params.logprobs entries, best first
+};
+
+struct SampleContext {
+  std::span<const int32_t> prompt_tokens;
+  std::span<const int32_t> output_tokens;  // generated so far
+  std::span<const int32_t> eos_token_ids;  // masked while fewer than min_tokens are out
+  uint64_t seed = 0;                       // the request's seed (or one drawn at arrival)
+};
+
+// Uniform in [0, 1) from (seed, counter): splitmix64-style mixing, no state.
+double counter_uniform(uint64_t seed, uint64_t counter);
+
+// logits: [vocab] (copied; the caller's buffer is not changed).
+SampleResult sample_token(std::span<const float> logits, const SamplingParams& params,
+                          const SampleContext& ctx);
+
+// Index of the largest value; ties go to the lowest index.
+int32_t argmax(std::span<const float> logits);
+
+}  // namespace lancet
