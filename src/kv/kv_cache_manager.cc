@@ -1,0 +1,80 @@
+// KvCacheManager implementation.
+#include "kv/kv_cache_manager.h"
+
+#include <cassert>
+
+namespace lancet {
+
+KvCacheManager::KvCacheManager(const KvCacheConfig& config)
+    : config_(config), pool_(config.num_blocks, config.enable_prefix_caching) {
+  assert(config.block_size > 0);
+}
+
+double KvCacheManager::usage() const {
+  if (pool_.num_blocks() == 0) return 0.0;
+  return 1.0 - static_cast<double>(pool_.num_free()) / static_cast<double>(pool_.num_blocks());
+}
+
+int64_t KvCacheManager::match_prefix(SeqId seq, std::span<const int32_t> tokens) {
+  SeqState& s = seqs_[seq];
+  assert(s.blocks.empty() && "match_prefix on a sequence that already has blocks");
+  if (!pool_.prefix_caching() || tokens.empty()) return 0;
+  const int64_t bs = config_.block_size;
+  // Leave at least the last token to compute.
+  const int64_t max_blocks = (static_cast<int64_t>(tokens.size()) - 1) / bs;
+  BlockHash parent = config_.salt;
+  for (int64_t i = 0; i < max_blocks; ++i) {
+    BlockHash key = chain_block_hash(parent, tokens.subspan(i * bs, bs));
+    auto hit = pool_.lookup(key);
+    if (!hit) break;
+    s.blocks.push_back(*hit);
+    s.keys.push_back(key);
+    parent = key;
+  }
+  return static_cast<int64_t>(s.blocks.size()) * bs;
+}
+
+int64_t KvCacheManager::blocks_needed(SeqId seq, int64_t total_tokens) const {
+  auto it = seqs_.find(seq);
+  const int64_t have = it == seqs_.end() ? 0 : static_cast<int64_t>(it->second.blocks.size());
+  const int64_t need = blocks_for(total_tokens, config_.block_size);
+  return need > have ? need - have : 0;
+}
+
+bool KvCacheManager::allocate(SeqId seq, int64_t total_tokens) {
+  const int64_t extra = blocks_needed(seq, total_tokens);
+  SeqState& s = seqs_[seq];
+  if (extra == 0) return true;
+  return pool_.allocate(extra, &s.blocks);
+}
+
+void KvCacheManager::commit(SeqId seq, std::span<const int32_t> tokens, int64_t num_computed) {
+  if (!pool_.prefix_caching()) return;
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return;
+  SeqState& s = it->second;
+  const int64_t bs = config_.block_size;
+  const int64_t full = std::min<int64_t>(num_computed / bs, static_cast<int64_t>(s.blocks.size()));
+  while (static_cast<int64_t>(s.keys.size()) < full) {
+    const int64_t i = static_cast<int64_t>(s.keys.size());
+    const BlockHash& parent = i == 0 ? config_.salt : s.keys.back();
+    BlockHash key = chain_block_hash(parent, tokens.subspan(i * bs, bs));
+    pool_.set_hash(s.blocks[i], key);
+    s.keys.push_back(key);
+  }
+}
+
+void KvCacheManager::free(SeqId seq) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return;
+  pool_.release_all(it->second.blocks);
+  seqs_.erase(it);
+}
+
+const std::vector<BlockId>& KvCacheManager::block_table(SeqId seq) const {
+  static const std::vector<BlockId> kEmpty;
+  auto it = seqs_.find(seq);
+  return it == seqs_.end() ? kEmpty : it->second.blocks;
+}
+
+}  // namespace lancet

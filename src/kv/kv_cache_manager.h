@@ -1,0 +1,69 @@
+// Per-sequence KV block tables over a BlockPool, with prefix caching: at admission a sequence
+// takes the cached blocks of its longest cached prefix; as its blocks fill, their chained keys
+// are registered so later sequences can share them. All sizes are in tokens unless named
+// otherwise. Running out of blocks is a `false` return with nothing changed.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "kv/block_hash.h"
+#include "kv/block_pool.h"
+
+namespace lancet {
+
+using SeqId = int64_t;
+
+struct KvCacheConfig {
+  int64_t num_blocks = 0;
+  int32_t block_size = 16;
+  bool enable_prefix_caching = true;
+  BlockHash salt;  // kv_cache_salt(model, kv dtype, adapter)
+};
+
+class KvCacheManager {
+ public:
+  explicit KvCacheManager(const KvCacheConfig& config);
+
+  int32_t block_size() const { return config_.block_size; }
+  int64_t num_blocks() const { return pool_.num_blocks(); }
+  int64_t num_free_blocks() const { return pool_.num_free(); }
+  // Fraction of blocks referenced by a sequence (0 when idle).
+  double usage() const;
+  static int64_t blocks_for(int64_t tokens, int32_t block_size) {
+    return (tokens + block_size - 1) / block_size;
+  }
+
+  // Admission: the longest run of full blocks of `tokens` that is cached, capped so at least
+  // one token is left to compute (its logits are needed). Takes a reference on each matched
+  // block and makes them the start of the sequence's table. Returns the number of cached tokens.
+  int64_t match_prefix(SeqId seq, std::span<const int32_t> tokens);
+  // Grows the sequence's table to cover `total_tokens`. False (and no change) when the pool
+  // has too few free blocks.
+  bool allocate(SeqId seq, int64_t total_tokens);
+  // Blocks needed to grow `seq` to `total_tokens` (0 if already covered).
+  int64_t blocks_needed(SeqId seq, int64_t total_tokens) const;
+  // After a step has written KV for tokens [0, num_computed), registers the keys of blocks
+  // that became full. `tokens` holds at least num_computed ids.
+  void commit(SeqId seq, std::span<const int32_t> tokens, int64_t num_computed);
+  // Frees the sequence's blocks (cached ones stay reusable until evicted).
+  void free(SeqId seq);
+  bool has(SeqId seq) const { return seqs_.count(seq) != 0; }
+  const std::vector<BlockId>& block_table(SeqId seq) const;
+
+  const BlockPool& pool() const { return pool_; }
+  BlockPool& pool() { return pool_; }
+
+ private:
+  struct SeqState {
+    std::vector<BlockId> blocks;
+    std::vector<BlockHash> keys;  // keys of the first keys.size() blocks (all full)
+  };
+  KvCacheConfig config_;
+  BlockPool pool_;
+  std::unordered_map<SeqId, SeqState> seqs_;
+};
+
+}  // namespace lancet
