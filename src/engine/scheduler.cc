@@ -1,0 +1,126 @@
+// Scheduler implementation (see scheduler.h for the policy).
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <cassert>
+
+namespace lancet {
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kNone: return "none";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kAbort: return "abort";
+    case FinishReason::kError: return "error";
+  }
+  return "none";
+}
+
+Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager* kv,
+                     std::unique_ptr<SchedulingPolicy> policy)
+    : config_(config), kv_(kv), policy_(policy ? std::move(policy)
+                                               : std::make_unique<FcfsPriorityPolicy>()) {}
+
+void Scheduler::insert_waiting(Sequence* seq) {
+  auto it = std::upper_bound(waiting_.begin(), waiting_.end(), seq,
+                             [&](const Sequence* a, const Sequence* b) { return policy_->before(*a, *b); });
+  waiting_.insert(it, seq);
+}
+
+void Scheduler::add(Sequence* seq) {
+  seq->status = SeqStatus::kWaiting;
+  seq->num_computed = 0;
+  insert_waiting(seq);
+}
+
+void Scheduler::remove(Sequence* seq) {
+  auto w = std::find(waiting_.begin(), waiting_.end(), seq);
+  if (w != waiting_.end()) waiting_.erase(w);
+  auto r = std::find(running_.begin(), running_.end(), seq);
+  if (r != running_.end()) running_.erase(r);
+  kv_->free(seq->id);
+}
+
+void Scheduler::preempt(Sequence* seq) {
+  auto r = std::find(running_.begin(), running_.end(), seq);
+  assert(r != running_.end());
+  running_.erase(r);
+  kv_->free(seq->id);
+  seq->num_computed = 0;
+  seq->num_preemptions++;
+  seq->status = SeqStatus::kWaiting;
+  total_preemptions_++;
+  insert_waiting(seq);
+}
+
+SchedulerOutput Scheduler::schedule() {
+  SchedulerOutput out;
+  int64_t budget = config_.max_num_batched_tokens;
+
+  // 1. Running sequences, oldest first; the victim of a preemption is the running sequence the
+  //    policy would schedule last that is not already part of this step.
+  const std::vector<Sequence*> snapshot = running_;
+  for (Sequence* seq : snapshot) {
+    if (budget <= 0) break;
+    if (seq->status != SeqStatus::kRunning) continue;  // preempted earlier in this loop
+    const int64_t n = std::min(seq->num_tokens() - seq->num_computed, budget);
+    if (n <= 0) continue;  // nothing to compute
+    bool scheduled = false;
+    while (true) {
+      if (kv_->allocate(seq->id, seq->num_computed + n)) {
+        scheduled = true;
+        break;
+      }
+      Sequence* victim = nullptr;
+      for (Sequence* cand : running_) {
+        const bool in_step = std::any_of(out.scheduled.begin(), out.scheduled.end(),
+                                         [&](const ScheduledSeq& s) { return s.seq == cand; });
+        if (in_step) continue;
+        if (!victim || policy_->before(*victim, *cand)) victim = cand;
+      }
+      if (!victim) break;
+      preempt(victim);
+      out.preempted.push_back(victim);
+      if (victim == seq) break;
+    }
+    if (!scheduled) break;  // the pool cannot hold even this sequence's next tokens now
+    out.scheduled.push_back({seq, n});
+    budget -= n;
+  }
+
+  // 2. Waiting sequences, in policy order, while budget, sequence slots and blocks allow.
+  //    Nothing new is admitted in a step that had to preempt.
+  if (out.preempted.empty()) {
+    while (!waiting_.empty() && budget > 0 &&
+           static_cast<int64_t>(running_.size()) < config_.max_num_seqs) {
+      Sequence* seq = waiting_.front();
+      if (seq->num_computed == 0) {
+        seq->num_cached_prompt = kv_->match_prefix(seq->id, seq->tokens);
+        seq->num_computed = seq->num_cached_prompt;
+      }
+      const int64_t n = std::min(seq->num_tokens() - seq->num_computed, budget);
+      if (!kv_->allocate(seq->id, seq->num_computed + n)) {
+        kv_->free(seq->id);  // give the prefix hits back; retry next step
+        seq->num_computed = 0;
+        break;
+      }
+      waiting_.pop_front();
+      seq->status = SeqStatus::kRunning;
+      running_.push_back(seq);
+      out.scheduled.push_back({seq, n});
+      budget -= n;
+    }
+  }
+  out.num_batched_tokens = config_.max_num_batched_tokens - budget;
+  return out;
+}
+
+void Scheduler::on_step_done(const SchedulerOutput& out) {
+  for (const ScheduledSeq& s : out.scheduled) {
+    s.seq->num_computed += s.num_new_tokens;
+    kv_->commit(s.seq->id, s.seq->tokens, s.seq->num_computed);
+  }
+}
+
+}  // namespace lancet

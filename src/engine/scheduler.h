@@ -1,0 +1,90 @@
+// The scheduler decides each step which sequences run and how many tokens each computes,
+// within a token budget (max_num_batched_tokens) and a sequence cap (max_num_seqs):
+//   1. running sequences first, in order (decodes take 1 token, unfinished prompts a chunk);
+//      when blocks run out, the policy's victim (the newest, lowest-priority running sequence)
+//      is preempted: its blocks are freed and it goes back to the waiting queue to be
+//      recomputed later (with prefix caching, its full blocks are usually still cached);
+//   2. then waiting sequences in the policy's order, prefix-cache hits first, with chunked
+//      prefill: a long prompt takes whatever budget is left and continues next step.
+// Out of capacity is a plain outcome (a sequence waits), never an error.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "engine/sequence.h"
+#include "kv/kv_cache_manager.h"
+
+namespace lancet {
+
+struct SchedulerConfig {
+  int64_t max_num_batched_tokens = 2048;
+  int64_t max_num_seqs = 64;
+  int64_t max_model_len = 8192;
+};
+
+// Ordering policy over sequences: which waiting sequence goes first and which running one is
+// preempted. Small objects over the pool (DESIGN.md §8.4).
+class SchedulingPolicy {
+ public:
+  virtual ~SchedulingPolicy() = default;
+  // True if a should be scheduled before b.
+  virtual bool before(const Sequence& a, const Sequence& b) const = 0;
+};
+
+// First come, first served with a priority field (lower value first).
+class FcfsPriorityPolicy : public SchedulingPolicy {
+ public:
+  bool before(const Sequence& a, const Sequence& b) const override {
+    if (a.priority != b.priority) return a.priority < b.priority;
+    return a.arrival < b.arrival;
+  }
+};
+
+struct ScheduledSeq {
+  Sequence* seq = nullptr;
+  int64_t num_new_tokens = 0;  // tokens computed this step: [num_computed, num_computed + n)
+};
+
+struct SchedulerOutput {
+  std::vector<ScheduledSeq> scheduled;
+  std::vector<Sequence*> preempted;  // preempted during this call
+  int64_t num_batched_tokens = 0;
+  bool empty() const { return scheduled.empty(); }
+};
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerConfig& config, KvCacheManager* kv,
+            std::unique_ptr<SchedulingPolicy> policy = nullptr);
+
+  const SchedulerConfig& config() const { return config_; }
+  // Queues a sequence (status waiting). The scheduler does not own it.
+  void add(Sequence* seq);
+  // Removes a sequence wherever it is and frees its blocks (abort or finish).
+  void remove(Sequence* seq);
+  SchedulerOutput schedule();
+  // After the step: advances num_computed of every scheduled sequence and registers full
+  // blocks with the prefix cache.
+  void on_step_done(const SchedulerOutput& out);
+
+  int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
+  int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
+  bool idle() const { return waiting_.empty() && running_.empty(); }
+  int64_t total_preemptions() const { return total_preemptions_; }
+
+ private:
+  void preempt(Sequence* seq);
+  void insert_waiting(Sequence* seq);
+
+  SchedulerConfig config_;
+  KvCacheManager* kv_;
+  std::unique_ptr<SchedulingPolicy> policy_;
+  std::deque<Sequence*> waiting_;  // kept sorted by the policy
+  std::vector<Sequence*> running_;  // in admission order
+  int64_t total_preemptions_ = 0;
+};
+
+}  // namespace lancet

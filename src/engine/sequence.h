@@ -1,0 +1,41 @@
+// A sequence: one stream of tokens being generated (a request with n > 1 has n sequences).
+// There is no prefill or decode phase: a sequence has num_tokens (prompt + output so far) and
+// num_computed (tokens whose KV is in the cache); each step computes some of the difference.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/sampling_params.h"
+#include "kv/kv_cache_manager.h"
+
+namespace lancet {
+
+enum class SeqStatus { kWaiting, kRunning, kFinished };
+enum class FinishReason { kNone, kStop, kLength, kAbort, kError };
+const char* finish_reason_name(FinishReason r);  // "stop", "length", "abort", "error"
+
+struct Sequence {
+  SeqId id = 0;
+  int64_t request_id = 0;
+  int32_t index = 0;  // which of the request's n choices
+  int32_t priority = 0;  // lower runs first (vLLM semantics); ties by arrival
+  uint64_t arrival = 0;  // monotonic arrival counter
+  std::vector<int32_t> tokens;  // prompt followed by output
+  int64_t prompt_len = 0;
+  int64_t num_computed = 0;
+  int64_t num_cached_prompt = 0;  // prompt tokens served from the prefix cache (last admission)
+  int32_t num_preemptions = 0;
+  SeqStatus status = SeqStatus::kWaiting;
+  FinishReason finish = FinishReason::kNone;
+  SamplingParams params;
+  uint64_t seed = 0;
+
+  int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
+  int64_t num_output() const { return num_tokens() - prompt_len; }
+  bool finished() const { return status == SeqStatus::kFinished; }
+};
+
+}  // namespace lancet

@@ -1,0 +1,180 @@
+// Scheduler: chunked prefill sharing steps with decodes, budgets and caps respected,
+// preemption by recompute when blocks run out, prefix-cache admission, and randomized
+// schedules (arrivals, aborts, tiny pools) that always drain with every block back.
+#include "engine/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <random>
+
+namespace lancet {
+namespace {
+
+struct Harness {
+  KvCacheManager kv;
+  Scheduler sched;
+  std::vector<std::unique_ptr<Sequence>> seqs;
+  uint64_t arrivals = 0;
+
+  Harness(int64_t blocks, int32_t bs, SchedulerConfig cfg, bool prefix = true)
+      : kv(KvCacheConfig{blocks, bs, prefix, kv_cache_salt("m", "f32", "")}), sched(cfg, &kv) {}
+
+  Sequence* add(std::vector<int32_t> prompt, int32_t max_tokens, int32_t priority = 0) {
+    auto s = std::make_unique<Sequence>();
+    s->id = static_cast<SeqId>(seqs.size());
+    s->tokens = std::move(prompt);
+    s->prompt_len = s->num_tokens();
+    s->params.max_tokens = max_tokens;
+    s->priority = priority;
+    s->arrival = arrivals++;
+    sched.add(s.get());
+    seqs.push_back(std::move(s));
+    return seqs.back().get();
+  }
+
+  // One engine step without a model: sequences whose KV caught up sample a token
+  // (deterministic: the number of tokens so far) and finish at max_tokens.
+  SchedulerOutput step() {
+    SchedulerOutput out = sched.schedule();
+    sched.on_step_done(out);
+    for (const auto& s : out.scheduled) {
+      Sequence* q = s.seq;
+      if (q->num_computed == q->num_tokens()) {
+        q->tokens.push_back(static_cast<int32_t>(q->num_tokens() % 50));
+        if (q->num_output() >= q->params.max_tokens) {
+          q->status = SeqStatus::kFinished;
+          q->finish = FinishReason::kLength;
+          sched.remove(q);
+        }
+      }
+    }
+    return out;
+  }
+};
+
+std::vector<int32_t> iota_tokens(int n, int start = 0) {
+  std::vector<int32_t> v(n);
+  for (int i = 0; i < n; ++i) v[i] = (start + i) % 50;
+  return v;
+}
+
+TEST(Scheduler, LongPromptIsChunkedAndSharesStepsWithDecodes) {
+  Harness h(1000, 16, SchedulerConfig{.max_num_batched_tokens = 64, .max_num_seqs = 8, .max_model_len = 4096});
+  Sequence* shortq = h.add(iota_tokens(5), 20);
+  h.step();  // short prompt prefilled, first token sampled
+  EXPECT_EQ(shortq->num_output(), 1);
+  Sequence* longq = h.add(iota_tokens(1000, 7), 2);
+  int steps = 0;
+  while (longq->num_output() == 0) {
+    SchedulerOutput out = h.step();
+    ++steps;
+    EXPECT_LE(out.num_batched_tokens, 64);
+    // The decode is never starved by the long prompt.
+    if (!shortq->finished()) {
+      bool has_short = false;
+      for (auto& s : out.scheduled) has_short |= (s.seq == shortq && s.num_new_tokens == 1);
+      EXPECT_TRUE(has_short) << "step " << steps;
+    }
+  }
+  // 1000 prompt tokens at <= 63 per step while the decode runs (64 once it finishes).
+  EXPECT_GE(steps, 1000 / 64);
+  EXPECT_LE(steps, 1000 / 63 + 2);
+}
+
+TEST(Scheduler, RespectsMaxNumSeqs) {
+  Harness h(1000, 4, SchedulerConfig{.max_num_batched_tokens = 1000, .max_num_seqs = 3, .max_model_len = 100});
+  for (int i = 0; i < 10; ++i) h.add(iota_tokens(3, i), 5);
+  SchedulerOutput out = h.step();
+  EXPECT_EQ(out.scheduled.size(), 3u);
+  EXPECT_EQ(h.sched.num_running(), 3);
+  EXPECT_EQ(h.sched.num_waiting(), 7);
+}
+
+TEST(Scheduler, PreemptsNewestWhenBlocksRunOutAndRecomputes) {
+  // 6 blocks of 4 tokens; two sequences that each grow to 12 tokens (3 blocks) fit, three don't.
+  Harness h(6, 4, SchedulerConfig{.max_num_batched_tokens = 100, .max_num_seqs = 8, .max_model_len = 100}, false);
+  Sequence* a = h.add(iota_tokens(4, 0), 8);
+  Sequence* b = h.add(iota_tokens(4, 10), 8);
+  Sequence* c = h.add(iota_tokens(4, 20), 8);
+  int guard = 0;
+  while (!(a->finished() && b->finished() && c->finished()) && guard++ < 200) h.step();
+  EXPECT_TRUE(a->finished() && b->finished() && c->finished());
+  EXPECT_GT(h.sched.total_preemptions(), 0);
+  EXPECT_EQ(a->num_preemptions, 0);  // the oldest is never the victim
+  EXPECT_GT(c->num_preemptions, 0);  // the newest is
+  EXPECT_EQ(h.kv.num_free_blocks(), 6);
+  for (Sequence* s : {a, b, c}) EXPECT_EQ(s->num_output(), 8);
+}
+
+TEST(Scheduler, PriorityOrdersAdmission) {
+  Harness h(1000, 4, SchedulerConfig{.max_num_batched_tokens = 1000, .max_num_seqs = 1, .max_model_len = 100});
+  h.add(iota_tokens(3), 2, /*priority=*/5);
+  Sequence* urgent = h.add(iota_tokens(3, 9), 2, /*priority=*/-1);
+  SchedulerOutput out = h.step();
+  ASSERT_EQ(out.scheduled.size(), 1u);
+  EXPECT_EQ(out.scheduled[0].seq, urgent);
+}
+
+TEST(Scheduler, SharedPrefixIsServedFromCache) {
+  Harness h(1000, 16, SchedulerConfig{.max_num_batched_tokens = 8192, .max_num_seqs = 8, .max_model_len = 8192});
+  std::vector<int32_t> prefix = iota_tokens(2000, 3);
+  Sequence* first = h.add(prefix, 1);
+  first->tokens.push_back(1);
+  first->prompt_len++;
+  while (!first->finished()) h.step();
+  std::vector<int32_t> p2 = prefix;
+  p2.push_back(42);
+  p2.push_back(43);
+  Sequence* second = h.add(p2, 1);
+  SchedulerOutput out = h.step();
+  ASSERT_EQ(out.scheduled.size(), 1u);
+  EXPECT_EQ(second->num_cached_prompt, 2000);  // 125 full blocks of 16
+  EXPECT_EQ(out.scheduled[0].num_new_tokens, 2);
+  EXPECT_GE(h.kv.pool().stats().prefix_hits, 125);
+}
+
+TEST(Scheduler, RandomizedSchedulesDrainAndFreeEverything) {
+  for (int seed = 0; seed < 300; ++seed) {
+    std::mt19937 rng(seed);
+    const int32_t bs = 1 + rng() % 16;
+    const int64_t budget = 1 + rng() % 64;
+    const int64_t blocks = 40 + rng() % 100;
+    Harness h(blocks, bs, SchedulerConfig{.max_num_batched_tokens = budget,
+                                          .max_num_seqs = 1 + static_cast<int64_t>(rng() % 8),
+                                          .max_model_len = 1000},
+              rng() % 2);
+    std::vector<Sequence*> all;
+    for (int step = 0; step < 400; ++step) {
+      if (all.size() < 30 && rng() % 3 == 0) {
+        int len = 1 + rng() % 24;
+        all.push_back(h.add(iota_tokens(len, rng() % 3), 1 + rng() % 8, rng() % 3));
+      }
+      if (!all.empty() && rng() % 10 == 0) {  // abort
+        Sequence* s = all[rng() % all.size()];
+        if (!s->finished()) {
+          h.sched.remove(s);
+          s->status = SeqStatus::kFinished;
+          s->finish = FinishReason::kAbort;
+        }
+      }
+      SchedulerOutput out = h.step();
+      ASSERT_LE(out.num_batched_tokens, budget);
+      ASSERT_LE(h.sched.num_running(), h.sched.config().max_num_seqs);
+    }
+    int guard = 0;
+    while (!h.sched.idle() && guard++ < 100000) h.step();
+    ASSERT_TRUE(h.sched.idle()) << "seed " << seed;
+    ASSERT_EQ(h.kv.num_free_blocks(), blocks) << "seed " << seed;
+    std::string why;
+    ASSERT_TRUE(h.kv.pool().check_invariants(&why)) << why;
+    for (Sequence* s : all) {
+      ASSERT_TRUE(s->finished());
+      if (s->finish == FinishReason::kLength) ASSERT_EQ(s->num_output(), s->params.max_tokens);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lancet
