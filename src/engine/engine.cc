@@ -1,0 +1,203 @@
+// Engine step loop.
+#include "engine/engine.h"
+
+#include <algorithm>
+
+namespace lancet {
+
+Engine::Engine(const EngineConfig& config, ModelExecutor* model) : config_(config), model_(model) {
+  KvCacheConfig kvc;
+  kvc.num_blocks = model->num_blocks();
+  kvc.block_size = model->block_size();
+  kvc.enable_prefix_caching = config.enable_prefix_caching;
+  kvc.salt = kv_cache_salt(config.model_id, config.kv_dtype, "");
+  kv_ = std::make_unique<KvCacheManager>(kvc);
+  scheduler_ = std::make_unique<Scheduler>(config.scheduler, kv_.get());
+}
+
+Engine::~Engine() = default;
+
+StatusOr<int64_t> Engine::add_request(const GenerationRequest& req) {
+  if (req.prompt.empty()) return InvalidArgument("the prompt is empty");
+  const int64_t vocab = model_->vocab_size();
+  for (int32_t t : req.prompt) {
+    if (t < 0 || t >= vocab)
+      return InvalidArgument("prompt token id " + std::to_string(t) + " is outside the vocabulary (size " +
+                             std::to_string(vocab) + ")");
+  }
+  RETURN_IF_ERROR(req.params.validate(vocab, config_.max_logprobs));
+  const int64_t total = static_cast<int64_t>(req.prompt.size()) + req.params.max_tokens;
+  const int64_t max_len = config_.scheduler.max_model_len;
+  if (static_cast<int64_t>(req.prompt.size()) >= max_len || total > max_len) {
+    return OutOfRange("this model's maximum context length is " + std::to_string(max_len) +
+                      " tokens; the request has " + std::to_string(req.prompt.size()) +
+                      " prompt tokens and asks for " + std::to_string(req.params.max_tokens) +
+                      " more");
+  }
+  if (KvCacheManager::blocks_for(total, model_->block_size()) > kv_->num_blocks()) {
+    return OutOfRange("the request needs " + std::to_string(total) +
+                      " tokens of KV cache; the cache holds " +
+                      std::to_string(kv_->num_blocks() * model_->block_size()));
+  }
+  const int64_t rid = next_request_++;
+  std::uniform_int_distribution<uint64_t> dist;
+  std::mt19937_64 gen(seed_source_());
+  const uint64_t base_seed = req.params.seed ? *req.params.seed : gen();
+  auto& ids = requests_[rid];
+  for (int32_t i = 0; i < req.params.n; ++i) {
+    auto seq = std::make_unique<Sequence>();
+    seq->id = next_seq_++;
+    seq->request_id = rid;
+    seq->index = i;
+    seq->priority = req.priority;
+    seq->arrival = arrivals_++;
+    seq->tokens = req.prompt;
+    seq->prompt_len = static_cast<int64_t>(req.prompt.size());
+    seq->params = req.params;
+    seq->seed = base_seed + static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull;
+    ids.push_back(seq->id);
+    scheduler_->add(seq.get());
+    seqs_[seq->id] = std::move(seq);
+  }
+  return rid;
+}
+
+void Engine::abort(int64_t request_id) {
+  std::lock_guard<std::mutex> lock(abort_mu_);
+  pending_aborts_.push_back(request_id);
+}
+
+bool Engine::has_work() const {
+  if (!scheduler_->idle()) return true;
+  std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(abort_mu_));
+  return !pending_aborts_.empty();
+}
+
+void Engine::finish(Sequence* seq, FinishReason reason, std::vector<TokenEvent>* events, bool emit) {
+  seq->status = SeqStatus::kFinished;
+  seq->finish = reason;
+  scheduler_->remove(seq);
+  if (emit) {
+    TokenEvent ev;
+    ev.request_id = seq->request_id;
+    ev.index = seq->index;
+    ev.finished = true;
+    ev.finish_reason = reason;
+    ev.prompt_tokens = static_cast<int32_t>(seq->prompt_len);
+    ev.cached_prompt_tokens = static_cast<int32_t>(seq->num_cached_prompt);
+    events->push_back(std::move(ev));
+  }
+  const int64_t rid = seq->request_id;
+  const SeqId sid = seq->id;
+  auto& ids = requests_[rid];
+  ids.erase(std::remove(ids.begin(), ids.end(), sid), ids.end());
+  if (ids.empty()) requests_.erase(rid);
+  seqs_.erase(sid);  // seq is dangling after this
+}
+
+void Engine::apply_aborts(std::vector<TokenEvent>* events) {
+  std::vector<int64_t> aborts;
+  {
+    std::lock_guard<std::mutex> lock(abort_mu_);
+    aborts.swap(pending_aborts_);
+  }
+  for (int64_t rid : aborts) {
+    auto it = requests_.find(rid);
+    if (it == requests_.end()) continue;  // already finished
+    const std::vector<SeqId> ids = it->second;
+    for (SeqId sid : ids) finish(seqs_.at(sid).get(), FinishReason::kAbort, events, true);
+  }
+}
+
+StatusOr<std::vector<TokenEvent>> Engine::step() {
+  std::vector<TokenEvent> events;
+  apply_aborts(&events);
+  SchedulerOutput out = scheduler_->schedule();
+  counters_.preemptions = scheduler_->total_preemptions();
+  if (out.empty()) return events;
+
+  std::vector<SeqStepInput> batch;
+  batch.reserve(out.scheduled.size());
+  std::vector<Sequence*> sampled;
+  for (const ScheduledSeq& s : out.scheduled) {
+    Sequence* seq = s.seq;
+    SeqStepInput in;
+    in.tokens = std::span<const int32_t>(seq->tokens).subspan(seq->num_computed, s.num_new_tokens);
+    in.start_pos = seq->num_computed;
+    in.block_table = kv_->block_table(seq->id);
+    in.need_logits = seq->num_computed + s.num_new_tokens == seq->num_tokens();
+    if (in.need_logits) sampled.push_back(seq);
+    if (seq->num_computed < seq->prompt_len)
+      counters_.prompt_tokens_computed += std::min(s.num_new_tokens, seq->prompt_len - seq->num_computed);
+    batch.push_back(in);
+  }
+  std::vector<float> logits;
+  Status st = model_->execute(batch, &logits);
+  counters_.steps++;
+  if (!st.ok()) {
+    for (const ScheduledSeq& s : out.scheduled) finish(s.seq, FinishReason::kError, &events, true);
+    return st;
+  }
+  scheduler_->on_step_done(out);
+
+  const int64_t vocab = model_->vocab_size();
+  for (size_t i = 0; i < sampled.size(); ++i) {
+    Sequence* seq = sampled[i];
+    std::span<const float> row(logits.data() + i * vocab, vocab);
+    SampleContext ctx;
+    ctx.prompt_tokens = std::span<const int32_t>(seq->tokens).first(seq->prompt_len);
+    ctx.output_tokens = std::span<const int32_t>(seq->tokens).subspan(seq->prompt_len);
+    ctx.eos_token_ids = config_.eos_token_ids;
+    ctx.seed = seq->seed;
+    SampleResult r = sample_token(row, seq->params, ctx);
+    seq->tokens.push_back(r.token);
+    counters_.generation_tokens++;
+
+    TokenEvent ev;
+    ev.request_id = seq->request_id;
+    ev.index = seq->index;
+    ev.token = r.token;
+    ev.logprob = r.logprob;
+    ev.top_logprobs = std::move(r.top_logprobs);
+    ev.prompt_tokens = static_cast<int32_t>(seq->prompt_len);
+    ev.cached_prompt_tokens = static_cast<int32_t>(seq->num_cached_prompt);
+
+    FinishReason reason = FinishReason::kNone;
+    const bool past_min = seq->num_output() >= seq->params.min_tokens;
+    const bool is_eos = std::find(config_.eos_token_ids.begin(), config_.eos_token_ids.end(), r.token) !=
+                        config_.eos_token_ids.end();
+    const bool is_stop_id = std::find(seq->params.stop_token_ids.begin(), seq->params.stop_token_ids.end(),
+                                      r.token) != seq->params.stop_token_ids.end();
+    if (past_min && ((is_eos && !seq->params.ignore_eos) || is_stop_id)) {
+      reason = FinishReason::kStop;
+    } else if (stop_checker_ && past_min && stop_checker_(seq->request_id, seq->index, *seq)) {
+      reason = FinishReason::kStop;
+    } else if (seq->num_output() >= seq->params.max_tokens ||
+               seq->num_tokens() >= config_.scheduler.max_model_len) {
+      reason = FinishReason::kLength;
+    }
+    if (reason != FinishReason::kNone) {
+      ev.finished = true;
+      ev.finish_reason = reason;
+    }
+    events.push_back(std::move(ev));
+    if (reason != FinishReason::kNone) finish(seq, reason, &events, false);
+  }
+  return events;
+}
+
+EngineStats Engine::stats() const {
+  EngineStats s = counters_;
+  s.num_running = scheduler_->num_running();
+  s.num_waiting = scheduler_->num_waiting();
+  s.kv_usage = kv_->usage();
+  s.num_blocks = kv_->num_blocks();
+  s.num_free_blocks = kv_->num_free_blocks();
+  const BlockPoolStats ps = kv_->pool().stats();
+  s.prefix_queries = ps.prefix_queries;
+  s.prefix_hits = ps.prefix_hits;
+  s.preemptions = scheduler_->total_preemptions();
+  return s;
+}
+
+}  // namespace lancet

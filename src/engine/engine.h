@@ -1,0 +1,107 @@
+// The engine step loop (DESIGN.md §2): schedule -> build the batch -> run the model -> sample
+// -> emit outputs, stop and free. Synchronous and single-threaded (step() is called by one
+// thread); abort() may be called from any thread and takes effect at the next step, which
+// frees the sequence's blocks. AsyncEngine (async_engine.h) runs this loop on a thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/model_executor.h"
+#include "engine/sampler.h"
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+
+namespace lancet {
+
+struct EngineConfig {
+  SchedulerConfig scheduler;
+  bool enable_prefix_caching = true;
+  std::vector<int32_t> eos_token_ids;  // the model's (generation_config) end tokens
+  int32_t max_logprobs = 20;
+  std::string model_id = "model";      // salts prefix-cache keys
+  std::string kv_dtype = "f32";
+};
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;
+  SamplingParams params;
+  int32_t priority = 0;
+};
+
+// One generated token (or the end) of one sequence.
+struct TokenEvent {
+  int64_t request_id = 0;
+  int32_t index = 0;  // choice index (n > 1)
+  int32_t token = -1;  // -1 when the event only reports the end (abort)
+  float logprob = 0.0f;
+  std::vector<TokenLogprob> top_logprobs;
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::kNone;
+  int32_t prompt_tokens = 0;
+  int32_t cached_prompt_tokens = 0;
+};
+
+// Decides whether a sequence should stop after its newest token (stop strings are text-level
+// and live with the tokenizer; this hook lets the caller add them). Returns true to stop.
+using StopChecker = std::function<bool(int64_t request_id, int32_t index, const Sequence& seq)>;
+
+struct EngineStats {
+  int64_t num_running = 0;
+  int64_t num_waiting = 0;
+  double kv_usage = 0.0;
+  int64_t num_blocks = 0;
+  int64_t num_free_blocks = 0;
+  int64_t prefix_queries = 0;
+  int64_t prefix_hits = 0;
+  int64_t preemptions = 0;
+  int64_t steps = 0;
+  int64_t prompt_tokens_computed = 0;
+  int64_t generation_tokens = 0;
+};
+
+class Engine {
+ public:
+  Engine(const EngineConfig& config, ModelExecutor* model);
+  ~Engine();
+
+  // Validates and queues a request; returns its id. Bad input (empty prompt, prompt +
+  // max_tokens past max_model_len, params out of range) is an InvalidArgument.
+  StatusOr<int64_t> add_request(const GenerationRequest& req);
+  // Thread-safe; the request's sequences end with finish_reason abort at the next step.
+  void abort(int64_t request_id);
+  // Runs one step; returns the events it produced. A model failure fails the step's sequences
+  // (finish_reason error) and returns the status; the engine stays usable.
+  StatusOr<std::vector<TokenEvent>> step();
+  bool has_work() const;
+  void set_stop_checker(StopChecker fn) { stop_checker_ = std::move(fn); }
+  EngineStats stats() const;
+  const EngineConfig& config() const { return config_; }
+
+ private:
+  void finish(Sequence* seq, FinishReason reason, std::vector<TokenEvent>* events, bool emit);
+  void apply_aborts(std::vector<TokenEvent>* events);
+
+  EngineConfig config_;
+  ModelExecutor* model_;
+  std::unique_ptr<KvCacheManager> kv_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::map<SeqId, std::unique_ptr<Sequence>> seqs_;
+  std::map<int64_t, std::vector<SeqId>> requests_;
+  int64_t next_request_ = 1;
+  SeqId next_seq_ = 1;
+  uint64_t arrivals_ = 0;
+  std::mutex abort_mu_;
+  std::vector<int64_t> pending_aborts_;
+  StopChecker stop_checker_;
+  std::random_device seed_source_;
+  EngineStats counters_;
+};
+
+}  // namespace lancet

@@ -1,0 +1,33 @@
+// What the engine needs from a model: run one step over a batch of sequences, each computing
+// some new tokens at given positions into its paged KV blocks, and return the last-position
+// logits of the sequences that asked for them. The Llama model implements it on any backend;
+// tests implement it with small fakes.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/status.h"
+#include "kv/block_pool.h"
+
+namespace lancet {
+
+struct SeqStepInput {
+  std::span<const int32_t> tokens;       // [num_new] ids computed this step
+  int64_t start_pos = 0;                 // position of tokens[0] (== num_computed)
+  std::span<const BlockId> block_table;  // covers positions [0, start_pos + num_new)
+  bool need_logits = false;              // return logits of the last new token
+};
+
+class ModelExecutor {
+ public:
+  virtual ~ModelExecutor() = default;
+  virtual int64_t vocab_size() const = 0;
+  virtual int32_t block_size() const = 0;
+  virtual int64_t num_blocks() const = 0;
+  // logits: [number of inputs with need_logits, vocab], in input order.
+  virtual Status execute(std::span<const SeqStepInput> batch, std::vector<float>* logits) = 0;
+};
+
+}  // namespace lancet
