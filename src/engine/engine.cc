@@ -135,8 +135,10 @@ StatusOr<std::vector<TokenEvent>> Engine::step() {
   Status st = model_->execute(batch, &logits);
   counters_.steps++;
   if (!st.ok()) {
+    // The step's sequences end with finish_reason error; everything else carries on.
     for (const ScheduledSeq& s : out.scheduled) finish(s.seq, FinishReason::kError, &events, true);
-    return st;
+    last_error_ = st;
+    return events;
   }
   scheduler_->on_step_done(out);
 

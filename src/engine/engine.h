@@ -76,13 +76,15 @@ class Engine {
   StatusOr<int64_t> add_request(const GenerationRequest& req);
   // Thread-safe; the request's sequences end with finish_reason abort at the next step.
   void abort(int64_t request_id);
-  // Runs one step; returns the events it produced. A model failure fails the step's sequences
-  // (finish_reason error) and returns the status; the engine stays usable.
+  // Runs one step; returns the events it produced. A model failure ends the step's sequences
+  // with finish_reason error (reported as events; last_error() says why); the engine stays
+  // usable for everything else.
   StatusOr<std::vector<TokenEvent>> step();
   bool has_work() const;
   void set_stop_checker(StopChecker fn) { stop_checker_ = std::move(fn); }
   EngineStats stats() const;
   const EngineConfig& config() const { return config_; }
+  const Status& last_error() const { return last_error_; }
 
  private:
   void finish(Sequence* seq, FinishReason reason, std::vector<TokenEvent>* events, bool emit);
@@ -102,6 +104,7 @@ class Engine {
   StopChecker stop_checker_;
   std::random_device seed_source_;
   EngineStats counters_;
+  Status last_error_;
 };
 
 }  // namespace lancet
