@@ -33,9 +33,10 @@ std::string python() {
 }
 
 namespace {
+// Never destroyed: the atexit cleanup may run after static destructors.
 std::vector<std::string>& temp_dirs() {
-  static std::vector<std::string> dirs;
-  return dirs;
+  static auto* dirs = new std::vector<std::string>();
+  return *dirs;
 }
 void cleanup_temp_dirs() {
   for (const auto& d : temp_dirs()) {
