@@ -6,7 +6,7 @@
 namespace lancet {
 
 Engine::Engine(const EngineConfig& config, ModelExecutor* model) : config_(config), model_(model) {
-  KvCacheConfig kvc;
+  BlockManagerConfig kvc;
   kvc.num_blocks = model->num_blocks();
   kvc.block_size = model->block_size();
   kvc.enable_prefix_caching = config.enable_prefix_caching;

@@ -5,7 +5,7 @@
 
 namespace lancet {
 
-KvCacheManager::KvCacheManager(const KvCacheConfig& config)
+KvCacheManager::KvCacheManager(const BlockManagerConfig& config)
     : config_(config), pool_(config.num_blocks, config.enable_prefix_caching) {
   assert(config.block_size > 0);
 }

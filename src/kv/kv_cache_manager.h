@@ -16,7 +16,7 @@ namespace lancet {
 
 using SeqId = int64_t;
 
-struct KvCacheConfig {
+struct BlockManagerConfig {
   int64_t num_blocks = 0;
   int32_t block_size = 16;
   bool enable_prefix_caching = true;
@@ -25,7 +25,7 @@ struct KvCacheConfig {
 
 class KvCacheManager {
  public:
-  explicit KvCacheManager(const KvCacheConfig& config);
+  explicit KvCacheManager(const BlockManagerConfig& config);
 
   int32_t block_size() const { return config_.block_size; }
   int64_t num_blocks() const { return pool_.num_blocks(); }
@@ -61,7 +61,7 @@ class KvCacheManager {
     std::vector<BlockId> blocks;
     std::vector<BlockHash> keys;  // keys of the first keys.size() blocks (all full)
   };
-  KvCacheConfig config_;
+  BlockManagerConfig config_;
   BlockPool pool_;
   std::unordered_map<SeqId, SeqState> seqs_;
 };

@@ -45,7 +45,7 @@ TEST(BlockPool, AllocateReleaseAndLruEviction) {
 }
 
 TEST(KvCacheManager, SharedPrefixIsReusedAndLastTokenAlwaysComputed) {
-  KvCacheConfig cfg{.num_blocks = 64, .block_size = 4, .enable_prefix_caching = true,
+  BlockManagerConfig cfg{.num_blocks = 64, .block_size = 4, .enable_prefix_caching = true,
                     .salt = kv_cache_salt("m", "bf16", "")};
   KvCacheManager kv(cfg);
   std::vector<int32_t> p1 = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
@@ -84,7 +84,7 @@ TEST(KvCacheManager, SaltSeparatesModelsAndKvDtypes) {
 }
 
 TEST(KvCacheManager, PrefixCachingOffSharesNothing) {
-  KvCacheConfig cfg{.num_blocks = 16, .block_size = 2, .enable_prefix_caching = false,
+  BlockManagerConfig cfg{.num_blocks = 16, .block_size = 2, .enable_prefix_caching = false,
                     .salt = kv_cache_salt("m", "bf16", "")};
   KvCacheManager kv(cfg);
   std::vector<int32_t> p = {1, 2, 3, 4, 5};
@@ -104,7 +104,7 @@ TEST(KvCacheManager, RandomizedSchedulesNeverLeakOrDoubleFree) {
     std::mt19937 rng(seed);
     const int32_t bs = 1 + rng() % 8;
     const int64_t nblocks = 8 + rng() % 40;
-    KvCacheConfig cfg{.num_blocks = nblocks, .block_size = bs,
+    BlockManagerConfig cfg{.num_blocks = nblocks, .block_size = bs,
                       .enable_prefix_caching = (rng() % 4) != 0,
                       .salt = kv_cache_salt("m", "bf16", "")};
     KvCacheManager kv(cfg);
