@@ -42,6 +42,9 @@ struct QuantConfig {
   bool dynamic_activations = true;        // activation_scheme "dynamic" vs "static"
   std::vector<std::string> ignored;       // module names (or "re:" patterns) left unquantized
   bool kv_cache_fp8 = false;              // checkpoint carries k_scale/v_scale
+  // kPerBlock: [block_rows, block_cols] of one weight scale (fp8 weight_block_size or
+  // compressed-tensors block_structure); the scale tensor is [ceil(rows/br), ceil(cols/bc)].
+  std::vector<int64_t> weight_block_size;
 };
 
 struct ModelConfig {
