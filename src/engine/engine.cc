@@ -26,6 +26,8 @@ StatusOr<int64_t> Engine::add_request(const GenerationRequest& req) {
                              std::to_string(vocab) + ")");
   }
   RETURN_IF_ERROR(req.params.validate(vocab, config_.max_logprobs));
+  if (!req.params.stop.empty() && !tokenizer_)
+    return InvalidArgument("stop strings need a tokenizer; this model has none");
   const int64_t total = static_cast<int64_t>(req.prompt.size()) + req.params.max_tokens;
   const int64_t max_len = config_.scheduler.max_model_len;
   if (static_cast<int64_t>(req.prompt.size()) >= max_len || total > max_len) {
@@ -55,6 +57,7 @@ StatusOr<int64_t> Engine::add_request(const GenerationRequest& req) {
     seq->prompt_len = static_cast<int64_t>(req.prompt.size());
     seq->params = req.params;
     seq->seed = base_seed + static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull;
+    if (tokenizer_) seq->text = std::make_unique<TextStream>(*tokenizer_, req.params.stop);
     ids.push_back(seq->id);
     scheduler_->add(seq.get());
     seqs_[seq->id] = std::move(seq);
@@ -172,11 +175,17 @@ StatusOr<std::vector<TokenEvent>> Engine::step() {
                                       r.token) != seq->params.stop_token_ids.end();
     if (past_min && ((is_eos && !seq->params.ignore_eos) || is_stop_id)) {
       reason = FinishReason::kStop;
-    } else if (stop_checker_ && past_min && stop_checker_(seq->request_id, seq->index, *seq)) {
-      reason = FinishReason::kStop;
-    } else if (seq->num_output() >= seq->params.max_tokens ||
-               seq->num_tokens() >= config_.scheduler.max_model_len) {
-      reason = FinishReason::kLength;
+      if (seq->text) ev.text = seq->text->finish();  // the stop token itself adds no text
+    } else {
+      bool stopped = false;
+      if (seq->text) ev.text = seq->text->push(r.token, &stopped);
+      if (stopped && past_min) {
+        reason = FinishReason::kStop;
+      } else if (seq->num_output() >= seq->params.max_tokens ||
+                 seq->num_tokens() >= config_.scheduler.max_model_len) {
+        reason = FinishReason::kLength;
+        if (seq->text) ev.text += seq->text->finish();
+      }
     }
     if (reason != FinishReason::kNone) {
       ev.finished = true;

@@ -42,15 +42,13 @@ struct TokenEvent {
   int32_t token = -1;  // -1 when the event only reports the end (abort)
   float logprob = 0.0f;
   std::vector<TokenLogprob> top_logprobs;
+  std::string text;  // text released by this event (with a tokenizer set)
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
   int32_t prompt_tokens = 0;
   int32_t cached_prompt_tokens = 0;
 };
 
-// Decides whether a sequence should stop after its newest token (stop strings are text-level
-// and live with the tokenizer; this hook lets the caller add them). Returns true to stop.
-using StopChecker = std::function<bool(int64_t request_id, int32_t index, const Sequence& seq)>;
 
 struct EngineStats {
   int64_t num_running = 0;
@@ -81,7 +79,9 @@ class Engine {
   // usable for everything else.
   StatusOr<std::vector<TokenEvent>> step();
   bool has_work() const;
-  void set_stop_checker(StopChecker fn) { stop_checker_ = std::move(fn); }
+  // With a tokenizer, events carry detokenized text and stop strings end sequences (the
+  // stop string and the end-of-sequence token are not part of the text). Set before use.
+  void set_tokenizer(const Tokenizer* tokenizer) { tokenizer_ = tokenizer; }
   EngineStats stats() const;
   const EngineConfig& config() const { return config_; }
   const Status& last_error() const { return last_error_; }
@@ -101,7 +101,7 @@ class Engine {
   uint64_t arrivals_ = 0;
   std::mutex abort_mu_;
   std::vector<int64_t> pending_aborts_;
-  StopChecker stop_checker_;
+  const Tokenizer* tokenizer_ = nullptr;
   std::random_device seed_source_;
   EngineStats counters_;
   Status last_error_;

@@ -8,7 +8,10 @@
 #include <string>
 #include <vector>
 
+#include <memory>
+
 #include "engine/sampling_params.h"
+#include "engine/text_stream.h"
 #include "kv/kv_cache_manager.h"
 
 namespace lancet {
@@ -32,6 +35,7 @@ struct Sequence {
   FinishReason finish = FinishReason::kNone;
   SamplingParams params;
   uint64_t seed = 0;
+  std::unique_ptr<TextStream> text;  // set when the engine has a tokenizer
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_output() const { return num_tokens() - prompt_len; }

@@ -1,0 +1,30 @@
+// The text side of one generated sequence: incremental detokenization (never a partial UTF-8
+// character) followed by stop-string matching (never releasing text that may start a stop
+// string). The engine feeds it each sampled token and puts the released text on the event.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tokenizer/stop_strings.h"
+#include "tokenizer/stream_detokenizer.h"
+#include "tokenizer/tokenizer.h"
+
+namespace lancet {
+
+class TextStream {
+ public:
+  TextStream(const Tokenizer& tokenizer, std::vector<std::string> stop_strings,
+             bool skip_special_tokens = true);
+  // Text released by this token; *stopped is set when a stop string completed (the returned
+  // text then ends right before it, and the stream is over).
+  std::string push(int32_t token, bool* stopped);
+  // End of generation without a stop string: everything still held.
+  std::string finish();
+
+ private:
+  StreamDetokenizer detok_;
+  StopStringMatcher stops_;
+};
+
+}  // namespace lancet
