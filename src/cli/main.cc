@@ -17,6 +17,9 @@ const Command kCommands[] = {
     {"eval-logits", cmd_eval_logits, "compare logits and greedy output with golden references"},
     {"inspect", lancet::cli::cmd_inspect, "print a model's architecture, dims, dtypes and memory"},
     {"verify", lancet::cli::cmd_verify, "check a model's files (SHA-256) and tensors"},
+    {"tokenize", lancet::cli::cmd_tokenize, "encode text from stdin into token ids"},
+    {"detokenize", lancet::cli::cmd_detokenize, "decode a JSON id list from stdin"},
+    {"chat-template", lancet::cli::cmd_chat_template, "render JSON messages from stdin with the chat template"},
     {"version", lancet::cli::cmd_version, "print the version and the backends compiled in"},
 };
 

@@ -1,0 +1,29 @@
+// ModelExecutor over the Llama model: turns the engine's batch (new tokens, start positions,
+// block tables from the engine's block manager) into the model's step metadata and runs the
+// forward pass on the model's paged KV cache, whose block ids are the engine's.
+#pragma once
+
+#include <memory>
+
+#include "engine/model_executor.h"
+#include "model/kv_cache.h"
+#include "model/llama_model.h"
+
+namespace lancet {
+
+class LlamaExecutor : public ModelExecutor {
+ public:
+  LlamaExecutor(Backend& backend, LlamaModel& model, PagedKvCache& cache)
+      : backend_(backend), model_(model), cache_(cache) {}
+  int64_t vocab_size() const override { return model_.config().vocab_size; }
+  int32_t block_size() const override { return static_cast<int32_t>(cache_.block_size()); }
+  int64_t num_blocks() const override { return cache_.config().num_blocks; }
+  Status execute(std::span<const SeqStepInput> batch, std::vector<float>* logits) override;
+
+ private:
+  Backend& backend_;
+  LlamaModel& model_;
+  PagedKvCache& cache_;
+};
+
+}  // namespace lancet

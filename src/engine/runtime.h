@@ -1,0 +1,90 @@
+// Runtime: everything a front end needs to serve one model, assembled from one validated
+// config: the model source, tokenizer, chat template, backend, Llama model, KV cache, the
+// Engine and its AsyncEngine loop. `lancet serve`, `run`, `generate` and the benchmarks all
+// start from here, so they agree on defaults and validation.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+#include "engine/async_engine.h"
+#include "engine/engine.h"
+#include "io/model_source.h"
+#include "tokenizer/chat_template/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace lancet {
+
+struct RuntimeConfig {
+  std::string model;                 // HF dir, config.json (with load_format dummy) or .gguf
+  std::string served_model_name;     // "" = the model path's base name
+  std::string backend = "cpu";       // "cpu" or "cuda"
+  std::string load_format = "auto";  // "auto" or "dummy" (random weights of the config's shape)
+  int64_t max_model_len = 0;         // 0 = the model's trained context length
+  bool allow_long_max_model_len = false;  // permit max_model_len past the trained length
+  int32_t block_size = 16;
+  int64_t kv_cache_memory = 0;       // bytes for the KV cache; 0 = automatic
+  double gpu_memory_utilization = 0.9;
+  int64_t max_num_seqs = 64;
+  int64_t max_num_batched_tokens = 2048;
+  bool enable_prefix_caching = true;
+  std::string chat_template;         // a file path or the template text; "" = the model's
+  std::string kv_cache_dtype = "auto";
+  std::string quantization;          // "" or "fp8" (online quantization)
+  int num_threads = 0;               // CPU threads; 0 = all cores
+  int32_t max_logprobs = 20;
+
+  Status validate() const;
+};
+
+class Runtime {
+ public:
+  static StatusOr<std::unique_ptr<Runtime>> create(const RuntimeConfig& config);
+  ~Runtime();
+
+  const RuntimeConfig& config() const { return config_; }
+  const ModelConfig& model_config() const { return source_->config(); }
+  const std::string& model_name() const { return model_name_; }
+  int64_t max_model_len() const { return max_model_len_; }
+  int64_t vocab_size() const { return source_->config().vocab_size; }
+
+  // Null when the checkpoint ships no tokenizer (prompts must then be token ids).
+  const Tokenizer* tokenizer() const { return tokenizer_.get(); }
+  bool has_chat_template() const { return chat_template_ != nullptr; }
+
+  // Prompt text -> ids, with the model's BOS when it wants one. Special-token strings in
+  // the text are plain text unless parse_special.
+  StatusOr<std::vector<int32_t>> encode_prompt(const std::string& text, bool parse_special = false) const;
+  // Messages (OpenAI shape) -> prompt text through the chat template, and -> ids. Special
+  // tokens that the template writes are parsed; the same strings inside message content are
+  // encoded as plain text (see docs/TOKENIZER.md).
+  StatusOr<std::string> render_chat(const nlohmann::ordered_json& messages,
+                                    const ChatTemplateOptions& options) const;
+  StatusOr<std::vector<int32_t>> encode_chat(const nlohmann::ordered_json& messages,
+                                             const ChatTemplateOptions& options) const;
+  // Text of one token id (for logprobs): its decoded bytes, possibly a partial character.
+  std::string token_text(int32_t id) const;
+
+  Engine& engine() { return *engine_; }
+  AsyncEngine& async_engine() { return *async_; }
+
+ private:
+  Runtime() = default;
+  struct Impl;
+  RuntimeConfig config_;
+  std::unique_ptr<ModelSource> source_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<ChatTemplate> chat_template_;
+  std::string model_name_;
+  int64_t max_model_len_ = 0;
+  std::unique_ptr<Impl> impl_;  // backend, model, KV cache, executor
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<AsyncEngine> async_;
+};
+
+}  // namespace lancet
