@@ -9,8 +9,12 @@ int cmd_version(int argc, char** argv);
 int cmd_inspect(int argc, char** argv);
 int cmd_verify(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
+int cmd_generate(int argc, char** argv);
+int cmd_run(int argc, char** argv);
 int cmd_detokenize(int argc, char** argv);
 int cmd_chat_template(int argc, char** argv);
+int cmd_serve(int argc, char** argv);
+int cmd_bench_serve(int argc, char** argv);
 
 }  // namespace lancet::cli
 

@@ -17,9 +17,12 @@ const Command kCommands[] = {
     {"eval-logits", cmd_eval_logits, "compare logits and greedy output with golden references"},
     {"inspect", lancet::cli::cmd_inspect, "print a model's architecture, dims, dtypes and memory"},
     {"verify", lancet::cli::cmd_verify, "check a model's files (SHA-256) and tensors"},
+    {"run", lancet::cli::cmd_run, "chat with a model in the terminal"},
+    {"generate", lancet::cli::cmd_generate, "generate a completion for one prompt"},
     {"tokenize", lancet::cli::cmd_tokenize, "encode text from stdin into token ids"},
     {"detokenize", lancet::cli::cmd_detokenize, "decode a JSON id list from stdin"},
     {"chat-template", lancet::cli::cmd_chat_template, "render JSON messages from stdin with the chat template"},
+    {"serve", lancet::cli::cmd_serve, "serve a model over the OpenAI-compatible HTTP API"},
     {"version", lancet::cli::cmd_version, "print the version and the backends compiled in"},
 };
 

@@ -1,0 +1,181 @@
+// The op interface the model is written against, implemented once per device (CPU here, CUDA
+// in backend/cuda). Every pointer an op takes is backend memory (host memory on CPU, device
+// memory on CUDA) allocated through the backend; shapes are written on each parameter.
+// Activations are f32 [rows, cols] row-major. Weights are uploaded (or, on CPU, wrapped
+// zero-copy over the mmapped file) once as WeightMatrix. Ops return Status for shapes or
+// formats they cannot handle; they never abort on bad input.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "core/tensor.h"
+
+namespace lancet {
+
+// A block of backend memory; frees itself.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(void* data, size_t nbytes, std::shared_ptr<void> owner)
+      : data_(data), nbytes_(nbytes), owner_(std::move(owner)) {}
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  template <typename T>
+  T* as() const { return static_cast<T*>(data_); }
+  bool empty() const { return data_ == nullptr; }
+
+ private:
+  void* data_ = nullptr;
+  size_t nbytes_ = 0;
+  std::shared_ptr<void> owner_;  // releases the memory when the last copy goes
+};
+
+// How FP8 weights carry their scales (y = x . (w * scale)).
+enum class WeightScale { kNone, kPerTensor, kPerRow };
+
+// A linear layer's weight W [rows = out features, cols = in features], row-major, in its
+// storage format. GGUF block types hold cols / block_elems blocks per row.
+struct WeightMatrix {
+  std::string name;  // for error messages
+  DType dtype = DType::kF32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  size_t row_bytes = 0;
+  const void* data = nullptr;      // [rows, row_bytes] backend memory
+  WeightScale scale_kind = WeightScale::kNone;
+  const float* scales = nullptr;   // [1] (per tensor) or [rows] (per row), backend memory
+  std::shared_ptr<void> owner;     // keeps uploaded copies alive (null when zero-copy)
+};
+
+// What to make a WeightMatrix from: a 2-D tensor of the model source plus optional FP8 scales.
+struct WeightSpec {
+  std::string name;
+  const TensorView* tensor = nullptr;  // [rows, cols] host view (mmapped)
+  const TensorView* scale = nullptr;   // f32/bf16 [1], [] or [rows] / [rows, 1]; FP8 only
+};
+
+// One layer's paged KV cache: K and V [num_blocks, block_size, num_kv_heads, head_dim].
+struct KvCacheLayer {
+  DType dtype = DType::kF32;  // kF32 or kBF16 on CPU
+  int64_t num_blocks = 0;
+  int64_t block_size = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  void* k = nullptr;
+  void* v = nullptr;
+};
+
+// Fused residual add + RMSNorm: if x is set, residual += x; then
+// out = residual * rsqrt(mean(residual^2) + eps) * weight. With residual == nullptr the norm
+// reads x alone (first layer / plain norm).
+struct RmsNormArgs {
+  int64_t rows = 0;
+  int64_t dim = 0;
+  const float* x = nullptr;       // [rows, dim] or null
+  float* residual = nullptr;      // [rows, dim] in/out, or null
+  const float* weight = nullptr;  // [dim]
+  float eps = 1e-5f;
+  float* out = nullptr;           // [rows, dim]
+};
+
+// Rotary embedding in place on q and k from a precomputed table.
+struct RopeArgs {
+  int64_t num_tokens = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t rotary_dim = 0;         // dims rotated (== head_dim for Llama)
+  bool interleaved = false;       // pairs (2i, 2i+1) instead of halves (i, i + rotary_dim/2)
+  float* q = nullptr;             // [num_tokens, num_heads, head_dim]
+  float* k = nullptr;             // [num_tokens, num_kv_heads, head_dim]
+  const int32_t* positions = nullptr;  // [num_tokens]
+  const float* cos = nullptr;     // [max_positions, rotary_dim / 2]
+  const float* sin = nullptr;     // [max_positions, rotary_dim / 2]
+  int64_t max_positions = 0;
+};
+
+// Varlen paged attention over a batch of sequences. Sequence s owns query rows
+// [query_start[s], query_start[s+1]); its context (keys already in the cache, including the
+// ones written this step) has context_lens[s] tokens, so its query row i sits at position
+// context_lens[s] - q_len + i and sees keys 0..that position (causal; decode is q_len == 1,
+// a prefill chunk is any q_len with earlier chunks already in the cache).
+struct PagedAttentionArgs {
+  int64_t num_tokens = 0;
+  int64_t num_seqs = 0;
+  int64_t num_heads = 0;
+  int64_t max_blocks_per_seq = 0;
+  float scale = 1.0f;                 // softmax scale, usually 1/sqrt(head_dim)
+  const float* q = nullptr;           // [num_tokens, num_heads, head_dim]
+  const int32_t* query_start = nullptr;   // [num_seqs + 1]
+  const int32_t* context_lens = nullptr;  // [num_seqs]
+  const int32_t* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq]
+  float* out = nullptr;               // [num_tokens, num_heads, head_dim]
+};
+
+// Writes this step's keys and values into their cache slots (slot = block * block_size + offset;
+// a negative slot skips the token).
+struct KvWriteArgs {
+  int64_t num_tokens = 0;
+  const float* k = nullptr;           // [num_tokens, num_kv_heads, head_dim]
+  const float* v = nullptr;           // [num_tokens, num_kv_heads, head_dim]
+  const int64_t* slot_mapping = nullptr;  // [num_tokens]
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+
+  // ---- memory ----
+  virtual StatusOr<Buffer> alloc(size_t nbytes) = 0;
+  virtual Status copy_to_device(void* dst, const void* src /*[nbytes] host*/, size_t nbytes) = 0;
+  virtual Status copy_to_host(void* dst /*[nbytes] host*/, const void* src, size_t nbytes) = 0;
+  virtual Status zero(void* dst, size_t nbytes) = 0;
+  // Waits for queued work (no-op on CPU).
+  virtual Status synchronize() { return OkStatus(); }
+
+  // ---- weights ----
+  // A linear weight in its storage format (F32/F16/BF16/F8_E4M3 + scales, GGUF Q8_0/Q4_0/Q4_1/
+  // Q4_K/Q5_K/Q6_K). The CPU backend wraps the source memory, which must outlive the result.
+  virtual StatusOr<WeightMatrix> upload_weight(const WeightSpec& spec) = 0;
+  // A 1-D vector (norm weights) converted to f32 in backend memory.
+  virtual StatusOr<Buffer> upload_vector_f32(const TensorView& t, const std::string& name) = 0;
+
+  // ---- ops ----
+  // out[i] = table[ids[i]] as f32 (any weight format, quantized rows included).
+  virtual Status embedding(const WeightMatrix& table, const int32_t* ids /*[n]*/, int64_t n,
+                           float* out /*[n, table.cols]*/) = 0;
+  virtual Status rms_norm(const RmsNormArgs& a) = 0;
+  virtual Status rope(const RopeArgs& a) = 0;
+  // y[n, W.rows] = x[n, W.cols] . W^T (fp32 accumulation).
+  virtual Status matmul(const float* x /*[n, W.cols]*/, int64_t n, const WeightMatrix& w,
+                        float* y /*[n, W.rows]*/) = 0;
+  // out = silu(gate) * up.
+  virtual Status silu_mul(const float* gate /*[n, d]*/, const float* up /*[n, d]*/, int64_t n,
+                          int64_t d, float* out /*[n, d]*/) = 0;
+  virtual Status kv_write(const KvWriteArgs& a, const KvCacheLayer& cache) = 0;
+  virtual Status paged_attention(const PagedAttentionArgs& a, const KvCacheLayer& cache) = 0;
+  // out[r] = x[rows[r]] (picks the rows that need logits).
+  virtual Status gather_rows(const float* x /*[n, d]*/, int64_t n, int64_t d,
+                             const int32_t* rows /*[r]*/, int64_t r, float* out /*[r, d]*/) = 0;
+};
+
+struct CpuBackendOptions {
+  int num_threads = 0;  // 0 = the process-wide default pool
+  // "auto" picks the best instruction set the CPU has; "avx512", "avx2", "scalar" force one
+  // (an unsupported choice is an error).
+  std::string isa = "auto";
+};
+
+StatusOr<std::unique_ptr<Backend>> make_cpu_backend(const CpuBackendOptions& opts = {});
+
+// "cpu" (or "cuda" when built with it).
+StatusOr<std::unique_ptr<Backend>> make_backend(const std::string& name);
+
+}  // namespace lancet

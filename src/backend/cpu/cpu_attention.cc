@@ -1,0 +1,108 @@
+// KV cache writes and varlen paged attention on the CPU. Attention is split into work items of
+// (sequence, KV head, run of up to kQueryRun query tokens) spread over the thread pool; each
+// item runs the flash-style kernel of kernels_impl.inc over the sequence's block table.
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+
+namespace lancet::cpu {
+
+namespace {
+constexpr int64_t kQueryRun = 16;
+
+Status check_cache(const KvCacheLayer& c) {
+  if (c.dtype != DType::kF32 && c.dtype != DType::kBF16)
+    return Unimplemented(std::string("cpu kv cache: dtype ") + dtype_name(c.dtype) + " (f32 or bf16)");
+  if (c.num_blocks <= 0 || c.block_size <= 0 || c.num_kv_heads <= 0 || c.head_dim <= 0 || !c.k || !c.v)
+    return InvalidArgument("kv cache: empty layer");
+  return OkStatus();
+}
+}  // namespace
+
+Status CpuBackend::kv_write(const KvWriteArgs& a, const KvCacheLayer& c) {
+  RETURN_IF_ERROR(check_cache(c));
+  const int64_t num_slots = c.num_blocks * c.block_size;
+  for (int64_t t = 0; t < a.num_tokens; ++t)
+    if (a.slot_mapping[t] >= num_slots)
+      return OutOfRange("kv_write: slot " + std::to_string(a.slot_mapping[t]) + " past the cache's " +
+                        std::to_string(num_slots));
+  const int64_t row = c.num_kv_heads * c.head_dim;
+  pool().parallel_for(a.num_tokens, [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) {
+      const int64_t slot = a.slot_mapping[t];
+      if (slot < 0) continue;
+      const float* ks = a.k + t * row;
+      const float* vs = a.v + t * row;
+      if (c.dtype == DType::kF32) {
+        std::memcpy(static_cast<float*>(c.k) + slot * row, ks, row * sizeof(float));
+        std::memcpy(static_cast<float*>(c.v) + slot * row, vs, row * sizeof(float));
+      } else {
+        uint16_t* kd = static_cast<uint16_t*>(c.k) + slot * row;
+        uint16_t* vd = static_cast<uint16_t*>(c.v) + slot * row;
+        for (int64_t i = 0; i < row; ++i) {
+          kd[i] = f32_to_bf16(ks[i]);
+          vd[i] = f32_to_bf16(vs[i]);
+        }
+      }
+    }
+  }, 16);
+  return OkStatus();
+}
+
+Status CpuBackend::paged_attention(const PagedAttentionArgs& a, const KvCacheLayer& c) {
+  RETURN_IF_ERROR(check_cache(c));
+  if (a.num_heads <= 0 || a.num_heads % c.num_kv_heads != 0)
+    return InvalidArgument("paged_attention: " + std::to_string(a.num_heads) + " query heads for " +
+                           std::to_string(c.num_kv_heads) + " kv heads");
+  if (a.query_start[0] != 0 || a.query_start[a.num_seqs] != a.num_tokens)
+    return InvalidArgument("paged_attention: query_start must run from 0 to num_tokens");
+  std::vector<AttentionItem> items;
+  const int64_t group = a.num_heads / c.num_kv_heads;
+  const int64_t row = a.num_heads * c.head_dim;
+  for (int64_t s = 0; s < a.num_seqs; ++s) {
+    const int64_t q0 = a.query_start[s], q_len = a.query_start[s + 1] - q0, ctx = a.context_lens[s];
+    if (q_len < 0 || ctx < q_len)
+      return InvalidArgument("paged_attention: sequence " + std::to_string(s) + " has " + std::to_string(q_len) +
+                             " queries for a context of " + std::to_string(ctx));
+    if (q_len == 0) continue;
+    const int64_t nblocks = (ctx + c.block_size - 1) / c.block_size;
+    if (nblocks > a.max_blocks_per_seq)
+      return OutOfRange("paged_attention: sequence " + std::to_string(s) + " needs " + std::to_string(nblocks) +
+                        " blocks, table holds " + std::to_string(a.max_blocks_per_seq));
+    const int32_t* table = a.block_tables + s * a.max_blocks_per_seq;
+    for (int64_t b = 0; b < nblocks; ++b)
+      if (table[b] < 0 || table[b] >= c.num_blocks)
+        return OutOfRange("paged_attention: block id " + std::to_string(table[b]) + " outside the cache");
+    for (int64_t t0 = 0; t0 < q_len; t0 += kQueryRun) {
+      const int64_t nt = std::min(kQueryRun, q_len - t0);
+      for (int64_t h = 0; h < c.num_kv_heads; ++h) {
+        AttentionItem it;
+        it.q = a.q + (q0 + t0) * row;
+        it.out = a.out + (q0 + t0) * row;
+        it.q_tokens = nt;
+        it.first_pos = ctx - q_len + t0;
+        it.kv_head = h;
+        it.group = group;
+        it.num_heads = a.num_heads;
+        it.block_table = table;
+        it.scale = a.scale;
+        items.push_back(it);
+      }
+    }
+  }
+  // Items differ in cost (later runs see more keys): hand them out one at a time, longest
+  // first, instead of the pool's fixed contiguous chunks.
+  std::reverse(items.begin(), items.end());
+  const CpuKernels& kk = *kernels_;
+  std::atomic<int64_t> next{0};
+  const int64_t num_items = static_cast<int64_t>(items.size());
+  pool().parallel_for(std::min<int64_t>(num_items, pool().num_threads()), [&](int64_t, int64_t, int) {
+    for (int64_t i; (i = next.fetch_add(1)) < num_items;) kk.attention(items[i], c);
+  });
+  return OkStatus();
+}
+
+}  // namespace lancet::cpu

@@ -1,0 +1,204 @@
+// CpuBackend: memory, weight wrapping and the element-wise ops (norm, rope, silu, gathers).
+// Matmul lives in cpu_matmul.cc, KV cache writes and attention in cpu_attention.cc.
+#include "backend/cpu/cpu_backend.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "quant/gguf_blocks.h"
+
+namespace lancet::cpu {
+
+CpuBackend::CpuBackend(const CpuKernels* kernels, std::unique_ptr<ThreadPool> own_pool)
+    : kernels_(kernels), own_pool_(std::move(own_pool)) {}
+
+StatusOr<Buffer> CpuBackend::alloc(size_t nbytes) {
+  const size_t rounded = (std::max<size_t>(nbytes, 1) + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded);
+  if (!p) return ResourceExhausted("cpu backend: cannot allocate " + std::to_string(nbytes) + " bytes");
+  return Buffer(p, nbytes, std::shared_ptr<void>(p, [](void* q) { std::free(q); }));
+}
+
+Status CpuBackend::copy_to_device(void* dst, const void* src, size_t nbytes) {
+  if (nbytes) std::memcpy(dst, src, nbytes);
+  return OkStatus();
+}
+Status CpuBackend::copy_to_host(void* dst, const void* src, size_t nbytes) {
+  if (nbytes) std::memcpy(dst, src, nbytes);
+  return OkStatus();
+}
+Status CpuBackend::zero(void* dst, size_t nbytes) {
+  if (nbytes) std::memset(dst, 0, nbytes);
+  return OkStatus();
+}
+
+static bool weight_dtype_supported(DType t) {
+  switch (t) {
+    case DType::kF32: case DType::kF16: case DType::kBF16: case DType::kF8E4M3:
+    case DType::kQ8_0: case DType::kQ4_0: case DType::kQ4_1: case DType::kQ5_0: case DType::kQ5_1:
+    case DType::kQ2_K: case DType::kQ3_K: case DType::kQ4_K: case DType::kQ5_K: case DType::kQ6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
+StatusOr<WeightMatrix> CpuBackend::upload_weight(const WeightSpec& spec) {
+  if (!spec.tensor) return InvalidArgument(spec.name + ": no tensor");
+  const TensorView& t = *spec.tensor;
+  if (t.shape.size() != 2 || t.shape[0] <= 0 || t.shape[1] <= 0)
+    return InvalidArgument(spec.name + ": weight must be 2-D, got " + shape_to_string(t.shape));
+  if (!weight_dtype_supported(t.dtype))
+    return Unimplemented(spec.name + ": weight dtype " + dtype_name(t.dtype) + " not supported");
+  WeightMatrix w;
+  w.name = spec.name;
+  w.dtype = t.dtype;
+  w.rows = t.shape[0];
+  w.cols = t.shape[1];
+  auto rb = dtype_row_bytes(t.dtype, static_cast<uint64_t>(w.cols));
+  if (!rb) return InvalidArgument(spec.name + ": " + std::to_string(w.cols) +
+                                  " columns is not a whole number of " + dtype_name(t.dtype) + " blocks");
+  w.row_bytes = *rb;
+  if (t.nbytes < w.row_bytes * static_cast<uint64_t>(w.rows) || !t.data)
+    return InvalidArgument(spec.name + ": data holds " + std::to_string(t.nbytes) + " bytes, shape " +
+                           shape_to_string(t.shape) + " needs " + std::to_string(w.row_bytes * w.rows));
+  w.data = t.data;
+  if (spec.scale) {
+    if (t.dtype != DType::kF8E4M3)
+      return InvalidArgument(spec.name + ": a weight scale is only meaningful for F8_E4M3 weights");
+    const TensorView& s = *spec.scale;
+    const int64_t ns = s.numel();
+    if (ns != 1 && ns != w.rows)
+      return InvalidArgument(spec.name + ": scale has " + std::to_string(ns) + " values, expected 1 or " +
+                             std::to_string(w.rows));
+    auto vals = std::make_shared<std::vector<float>>(ns);
+    if (!convert_to_f32(s.dtype, s.data, vals->data(), static_cast<uint64_t>(ns)))
+      return InvalidArgument(spec.name + ": scale dtype " + dtype_name(s.dtype) + " not a float type");
+    w.scale_kind = ns == 1 ? WeightScale::kPerTensor : WeightScale::kPerRow;
+    w.scales = vals->data();
+    w.owner = vals;
+  }
+  return w;
+}
+
+StatusOr<Buffer> CpuBackend::upload_vector_f32(const TensorView& t, const std::string& name) {
+  const int64_t n = t.numel();
+  if (n <= 0) return InvalidArgument(name + ": empty vector");
+  ASSIGN_OR_RETURN(Buffer b, alloc(static_cast<size_t>(n) * sizeof(float)));
+  if (!convert_to_f32(t.dtype, t.data, b.as<float>(), static_cast<uint64_t>(n))) {
+    Status st = dequantize_row(t.dtype, t.data, b.as<float>(), n);
+    if (!st.ok()) return st.with_context(name);
+  }
+  return b;
+}
+
+Status CpuBackend::embedding(const WeightMatrix& table, const int32_t* ids, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i)
+    if (ids[i] < 0 || ids[i] >= table.rows)
+      return OutOfRange(table.name + ": token id " + std::to_string(ids[i]) + " outside [0, " +
+                        std::to_string(table.rows) + ")");
+  const CpuKernels& kk = *kernels_;
+  pool().parallel_for(n, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i)
+      kk.convert_tile(table, ids[i], 1, 0, table.cols, out + i * table.cols, table.cols);
+  }, 8);
+  return OkStatus();
+}
+
+Status CpuBackend::rms_norm(const RmsNormArgs& a) {
+  if (a.rows < 0 || a.dim <= 0 || !a.weight || !a.out || (!a.x && !a.residual))
+    return InvalidArgument("rms_norm: bad arguments");
+  pool().parallel_for(a.rows, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) {
+      const float* src;
+      if (a.residual) {
+        float* r = a.residual + i * a.dim;
+        if (a.x) {
+          const float* x = a.x + i * a.dim;
+          for (int64_t k = 0; k < a.dim; ++k) r[k] += x[k];
+        }
+        src = r;
+      } else {
+        src = a.x + i * a.dim;
+      }
+      double ss = 0.0;
+      for (int64_t k = 0; k < a.dim; ++k) ss += static_cast<double>(src[k]) * src[k];
+      const float inv = static_cast<float>(1.0 / std::sqrt(ss / a.dim + a.eps));
+      float* o = a.out + i * a.dim;
+      for (int64_t k = 0; k < a.dim; ++k) o[k] = a.weight[k] * (src[k] * inv);
+    }
+  }, 16);
+  return OkStatus();
+}
+
+Status CpuBackend::rope(const RopeArgs& a) {
+  if (a.rotary_dim <= 0 || a.rotary_dim > a.head_dim || a.rotary_dim % 2 != 0)
+    return InvalidArgument("rope: rotary_dim " + std::to_string(a.rotary_dim) + " must be even and <= head_dim");
+  for (int64_t t = 0; t < a.num_tokens; ++t)
+    if (a.positions[t] < 0 || a.positions[t] >= a.max_positions)
+      return OutOfRange("rope: position " + std::to_string(a.positions[t]) + " outside the table of " +
+                        std::to_string(a.max_positions));
+  const int64_t half = a.rotary_dim / 2;
+  auto rotate = [&](float* v, const float* c, const float* s) {
+    if (a.interleaved) {
+      for (int64_t i = 0; i < half; ++i) {
+        const float x0 = v[2 * i], x1 = v[2 * i + 1];
+        v[2 * i] = x0 * c[i] - x1 * s[i];
+        v[2 * i + 1] = x1 * c[i] + x0 * s[i];
+      }
+    } else {
+      for (int64_t i = 0; i < half; ++i) {
+        const float x0 = v[i], x1 = v[i + half];
+        v[i] = x0 * c[i] - x1 * s[i];
+        v[i + half] = x1 * c[i] + x0 * s[i];
+      }
+    }
+  };
+  pool().parallel_for(a.num_tokens, [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) {
+      const float* c = a.cos + a.positions[t] * half;
+      const float* s = a.sin + a.positions[t] * half;
+      for (int64_t h = 0; h < a.num_heads; ++h) rotate(a.q + (t * a.num_heads + h) * a.head_dim, c, s);
+      for (int64_t h = 0; h < a.num_kv_heads; ++h) rotate(a.k + (t * a.num_kv_heads + h) * a.head_dim, c, s);
+    }
+  }, 16);
+  return OkStatus();
+}
+
+Status CpuBackend::silu_mul(const float* gate, const float* up, int64_t n, int64_t d, float* out) {
+  pool().parallel_for(n * d, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) {
+      const float g = gate[i];
+      out[i] = g / (1.0f + std::exp(-g)) * up[i];
+    }
+  }, 4096);
+  return OkStatus();
+}
+
+Status CpuBackend::gather_rows(const float* x, int64_t n, int64_t d, const int32_t* rows, int64_t r,
+                               float* out) {
+  for (int64_t i = 0; i < r; ++i) {
+    if (rows[i] < 0 || rows[i] >= n)
+      return OutOfRange("gather_rows: row " + std::to_string(rows[i]) + " outside [0, " + std::to_string(n) + ")");
+    std::memcpy(out + i * d, x + rows[i] * d, d * sizeof(float));
+  }
+  return OkStatus();
+}
+
+}  // namespace lancet::cpu
+
+namespace lancet {
+
+StatusOr<std::unique_ptr<Backend>> make_cpu_backend(const CpuBackendOptions& opts) {
+  ASSIGN_OR_RETURN(const cpu::CpuKernels* k, cpu::select_kernels(opts.isa));
+  std::unique_ptr<ThreadPool> pool;
+  if (opts.num_threads > 0) pool = std::make_unique<ThreadPool>(opts.num_threads);
+  auto be = std::make_unique<cpu::CpuBackend>(k, std::move(pool));
+  // A forced narrower ISA (tests, comparisons) also leaves out the VNNI path.
+  be->set_quant_dot(opts.isa == "auto" || opts.isa == "avx512");
+  return std::unique_ptr<Backend>(std::move(be));
+}
+
+}  // namespace lancet

@@ -1,0 +1,39 @@
+// Shared engine and sampling flags.
+#include "cli/runtime_flags.h"
+
+namespace lancet::cli {
+
+void add_runtime_flags(CLI::App& app, RuntimeConfig* c) {
+  app.add_option("--model,-m", c->model, "HF model directory, config.json (with --load-format dummy) or .gguf")
+      ->required();
+  app.add_option("--backend", c->backend, "cpu or cuda")->capture_default_str();
+  app.add_option("--load-format", c->load_format, "auto, or dummy for random weights")->capture_default_str();
+  app.add_option("--max-model-len", c->max_model_len, "context length (default: the model's)");
+  app.add_flag("--allow-long-max-model-len", c->allow_long_max_model_len,
+               "allow --max-model-len past the model's trained length");
+  app.add_option("--block-size", c->block_size, "KV cache block size in tokens")->capture_default_str();
+  app.add_option("--kv-cache-memory", c->kv_cache_memory, "KV cache bytes (default: automatic)");
+  app.add_option("--max-num-seqs", c->max_num_seqs, "sequences per step")->capture_default_str();
+  app.add_option("--max-num-batched-tokens", c->max_num_batched_tokens, "tokens per step (chunked prefill)")
+      ->capture_default_str();
+  app.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", c->enable_prefix_caching,
+               "reuse KV blocks of shared prompt prefixes (default on)");
+  app.add_option("--chat-template", c->chat_template, "chat template file or text (default: the model's)");
+  app.add_option("--kv-cache-dtype", c->kv_cache_dtype, "auto, float32 or bfloat16")->capture_default_str();
+  app.add_option("--threads", c->num_threads, "CPU threads (default: all cores)");
+}
+
+void add_sampling_flags(CLI::App& app, SamplingParams* p, int64_t* seed) {
+  app.add_option("--max-tokens", p->max_tokens, "tokens to generate")->capture_default_str();
+  app.add_option("--temperature", p->temperature, "0 = greedy")->capture_default_str();
+  app.add_option("--top-p", p->top_p)->capture_default_str();
+  app.add_option("--top-k", p->top_k, "0 = off")->capture_default_str();
+  app.add_option("--min-p", p->min_p)->capture_default_str();
+  app.add_option("--repetition-penalty", p->repetition_penalty)->capture_default_str();
+  app.add_option("--presence-penalty", p->presence_penalty)->capture_default_str();
+  app.add_option("--frequency-penalty", p->frequency_penalty)->capture_default_str();
+  app.add_option("--seed", *seed, "sampling seed (-1 = random)")->capture_default_str();
+  app.add_flag("--ignore-eos", p->ignore_eos, "keep generating past end-of-sequence tokens");
+}
+
+}  // namespace lancet::cli

@@ -1,0 +1,53 @@
+// Per-step metadata, built once per forward pass and read by every layer (DESIGN.md §2):
+// token ids, positions, per-sequence query offsets and context lengths, the slot each new
+// token's K/V goes to, block tables, and which rows need logits. Host copies are kept for
+// inspection; the backend copies are what the ops read.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/status.h"
+#include "model/kv_cache.h"
+
+namespace lancet {
+
+// kSelected: the offsets (into this sequence's new tokens) listed in logits_offsets.
+enum class LogitsMode { kNone, kLast, kAll, kSelected };
+
+// One sequence's share of a step: num_tokens new tokens starting at position start_pos
+// (the tokens before it are already in the cache: chunked prefill or decode).
+struct SequenceStep {
+  int64_t seq = 0;                 // PagedKvCache sequence id
+  const int32_t* tokens = nullptr; // [num_tokens]
+  int64_t num_tokens = 0;
+  int64_t start_pos = 0;
+  LogitsMode logits = LogitsMode::kLast;
+  std::vector<int32_t> logits_offsets;  // kSelected only, increasing
+};
+
+struct StepMetadata {
+  int64_t num_tokens = 0;
+  int64_t num_seqs = 0;
+  int64_t max_blocks_per_seq = 0;
+  int64_t num_logits_rows = 0;
+  // host
+  std::vector<int32_t> token_ids;     // [num_tokens]
+  std::vector<int32_t> positions;     // [num_tokens]
+  std::vector<int32_t> query_start;   // [num_seqs + 1]
+  std::vector<int32_t> context_lens;  // [num_seqs]
+  std::vector<int64_t> slot_mapping;  // [num_tokens]
+  std::vector<int32_t> block_tables;  // [num_seqs, max_blocks_per_seq]
+  std::vector<int32_t> logits_rows;   // [num_logits_rows] indexes into the step's tokens
+  // backend copies of the above
+  Buffer d_token_ids, d_positions, d_query_start, d_context_lens, d_slot_mapping, d_block_tables,
+      d_logits_rows;
+};
+
+// Reserves cache blocks for every sequence (ResourceExhausted when the cache is full) and
+// builds the step. Logits rows come out in sequence order (all rows of a kAll sequence).
+StatusOr<StepMetadata> build_step(Backend& backend, PagedKvCache& cache,
+                                  const std::vector<SequenceStep>& seqs);
+
+}  // namespace lancet
