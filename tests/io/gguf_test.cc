@@ -245,7 +245,7 @@ const json& smol_dump() {
 }
 
 TEST(GgufSmolLM2, LoadsWithRealGeometry) {
-  if (testing::default_model().empty()) GTEST_SKIP() << "SmolLM2 GGUF not fetched (tools/fetch_model.sh)";
+  if (testing::default_model().empty()) FAIL() << "SmolLM2 GGUF not fetched (tools/fetch_model.sh)";
   auto src = open_gguf_source(testing::default_model());
   ASSERT_TRUE(src.ok()) << src.status().to_string();
   const ModelConfig& c = (*src)->config();

@@ -1,0 +1,106 @@
+// ChatTemplate API behaviour: undefined semantics, key order, variables passed by
+// apply_chat_template, compile-once/render-many from several threads.
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+#include "tokenizer/chat_template/chat_template.h"
+
+namespace lancet {
+namespace {
+
+std::string render(const std::string& src, const nlohmann::ordered_json& ctx = nlohmann::ordered_json::object()) {
+  auto t = ChatTemplate::compile(src);
+  EXPECT_TRUE(t.ok()) << t.status().to_string();
+  if (!t.ok()) return "<compile error>";
+  auto r = t->render(ctx);
+  EXPECT_TRUE(r.ok()) << r.status().to_string();
+  return r.ok() ? *r : "<render error>";
+}
+
+TEST(ChatTemplateApi, UndefinedIsLenient) {
+  // Attribute of undefined is undefined (renders empty, is not defined), as the spec asks.
+  EXPECT_EQ(render("[{{ foo }}][{{ foo.bar }}][{{ foo.bar is defined }}][{{ foo['x'].y|length }}]"),
+            "[][][False][0]");
+  EXPECT_EQ(render("{% for x in nothing %}x{% else %}empty{% endfor %}"), "empty");
+}
+
+TEST(ChatTemplateApi, TojsonKeepsOrderedJsonKeyOrder) {
+  auto ordered = nlohmann::ordered_json::parse(R"({"v": {"zeta": 1, "alpha": [1.0, "é"]}})");
+  EXPECT_EQ(render("{{ v|tojson }}", ordered), "{\"zeta\": 1, \"alpha\": [1.0, \"é\"]}");
+  // nlohmann::json sorts keys on parse; the template sees them in that order.
+  auto t = ChatTemplate::compile("{{ v|tojson }}");
+  ASSERT_TRUE(t.ok());
+  auto sorted = t->render(nlohmann::json::parse(R"({"v": {"zeta": 1, "alpha": 2}})"));
+  ASSERT_TRUE(sorted.ok());
+  EXPECT_EQ(*sorted, "{\"alpha\": 2, \"zeta\": 1}");
+}
+
+TEST(ChatTemplateApi, ApplyChatTemplatePassesTransformersVariables) {
+  auto t = ChatTemplate::compile(
+      "{{ bos_token }}|{{ eos_token }}|{{ add_generation_prompt }}|{{ tools is none }}|{{ documents is none }}|"
+      "{{ messages|length }}|{{ date_string }}|{{ tools|tojson if tools else '' }}");
+  ASSERT_TRUE(t.ok());
+  ChatTemplateOptions o;
+  o.bos_token = "<s>";
+  o.eos_token = "</s>";
+  o.add_generation_prompt = false;
+  o.extra_context = {{"date_string", "1 Jan"}};
+  auto r = apply_chat_template(*t, nlohmann::json::array({{{"role", "user"}, {"content", "x"}}}), o);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(*r, "<s>|</s>|False|True|True|1|1 Jan|");
+  o.tools = nlohmann::ordered_json::parse(R"([{"type": "function", "function": {"name": "f"}}])");
+  r = apply_chat_template(*t, nlohmann::json::array(), o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, "<s>|</s>|False|False|True|0|1 Jan|[{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]");
+  EXPECT_FALSE(apply_chat_template(*t, nlohmann::json::object(), o).ok());  // messages must be a list
+}
+
+TEST(ChatTemplateApi, StrftimeNowFormatsTheCurrentDate) {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  char year[8];
+  std::strftime(year, sizeof(year), "%Y", &tm);
+  EXPECT_EQ(render("{{ strftime_now('%Y') }}"), year);
+}
+
+TEST(ChatTemplateApi, RendersConcurrentlyFromOneCompiledTemplate) {
+  auto t = ChatTemplate::compile(
+      "{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + m.content|length %}"
+      "{{ m.role }}:{{ m.content }};{% endfor %}{{ ns.n }}");
+  ASSERT_TRUE(t.ok());
+  std::vector<std::string> results(8);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&, i] {
+      nlohmann::json msgs = nlohmann::json::array();
+      for (int k = 0; k <= i; ++k) msgs.push_back({{"role", "user"}, {"content", std::string(k + 1, 'a')}});
+      for (int rep = 0; rep < 200; ++rep) {
+        auto r = t->render(nlohmann::json{{"messages", msgs}});
+        results[i] = r.ok() ? *r : r.status().to_string();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int i = 0; i < 8; ++i) {
+    std::string want;
+    int total = 0;
+    for (int k = 0; k <= i; ++k) {
+      want += "user:" + std::string(k + 1, 'a') + ";";
+      total += k + 1;
+    }
+    EXPECT_EQ(results[i], want + std::to_string(total));
+  }
+}
+
+TEST(ChatTemplateApi, ContextMustBeAnObject) {
+  auto t = ChatTemplate::compile("x");
+  ASSERT_TRUE(t.ok());
+  EXPECT_FALSE(t->render(nlohmann::json::array()).ok());
+  EXPECT_EQ(t->source(), "x");
+}
+
+}  // namespace
+}  // namespace lancet
