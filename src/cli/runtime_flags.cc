@@ -21,6 +21,8 @@ void add_runtime_flags(CLI::App& app, RuntimeConfig* c) {
   app.add_option("--chat-template", c->chat_template, "chat template file or text (default: the model's)");
   app.add_option("--kv-cache-dtype", c->kv_cache_dtype, "auto, float32 or bfloat16")->capture_default_str();
   app.add_option("--threads", c->num_threads, "CPU threads (default: all cores)");
+  app.add_flag("--special-tokens-in-content", c->special_tokens_in_content,
+               "parse special-token strings inside chat messages (HF behaviour; default: plain text)");
 }
 
 void add_sampling_flags(CLI::App& app, SamplingParams* p, int64_t* seed) {

@@ -75,11 +75,13 @@ int cmd_detokenize(int argc, char** argv) {
 int cmd_chat_template(int argc, char** argv) {
   CLI::App app{"Render a JSON messages list from stdin with the model's chat template", "lancet chat-template"};
   std::string model, tools_file;
-  bool gen = false, ids = false;
+  bool gen = false, ids = false, hf = false;
   app.add_option("--model", model, "tokenizer.json (tokenizer_config.json beside it), HF directory or .gguf")->required();
   app.add_flag("--add-generation-prompt", gen, "end with the assistant header");
   app.add_option("--tools", tools_file, "JSON file with a list of tool (function) specs");
   app.add_flag("--ids", ids, "print the token ids of the prompt (JSON) instead of the text");
+  app.add_flag("--special-tokens-in-content", hf,
+               "with --ids: parse special-token strings inside message content too (HF behaviour)");
   CLI11_PARSE(app, argc, argv);
   auto b = load_tokenizer_bundle(model);
   if (!b.ok()) return fail("chat-template", b.status());
@@ -104,7 +106,7 @@ int cmd_chat_template(int argc, char** argv) {
     for (const auto& m : messages)
       if (m.is_object() && m.contains("content") && m["content"].is_string())
         contents.push_back(m["content"].get<std::string>());
-    std::printf("%s\n", nlohmann::json(encode_chat_prompt(*b->tokenizer, *text, contents)).dump().c_str());
+    std::printf("%s\n", nlohmann::json(encode_chat_prompt(*b->tokenizer, *text, contents, ChatEncodeOptions{.hf_identical = hf})).dump().c_str());
   } else {
     std::fwrite(text->data(), 1, text->size(), stdout);
   }

@@ -196,7 +196,8 @@ StatusOr<std::vector<int32_t>> Runtime::encode_chat(const nlohmann::ordered_json
       }
     }
   }
-  return encode_chat_prompt(*tokenizer_, text, contents);
+  return encode_chat_prompt(*tokenizer_, text, contents,
+                            ChatEncodeOptions{.hf_identical = config_.special_tokens_in_content});
 }
 
 std::string Runtime::token_text(int32_t id) const {

@@ -38,6 +38,9 @@ struct RuntimeConfig {
   std::string quantization;          // "" or "fp8" (online quantization)
   int num_threads = 0;               // CPU threads; 0 = all cores
   int32_t max_logprobs = 20;
+  // Parse special-token strings inside chat message content too (what HF's
+  // apply_chat_template(tokenize=True) does). Off: users cannot inject control tokens.
+  bool special_tokens_in_content = false;
 
   Status validate() const;
 };
