@@ -19,6 +19,7 @@ const Command kCommands[] = {
     {"verify", lancet::cli::cmd_verify, "check a model's files (SHA-256) and tensors"},
     {"run", lancet::cli::cmd_run, "chat with a model in the terminal"},
     {"generate", lancet::cli::cmd_generate, "generate a completion for one prompt"},
+    {"bench", lancet::cli::cmd_bench, "benchmarks: latency, throughput, serve"},
     {"tokenize", lancet::cli::cmd_tokenize, "encode text from stdin into token ids"},
     {"detokenize", lancet::cli::cmd_detokenize, "decode a JSON id list from stdin"},
     {"chat-template", lancet::cli::cmd_chat_template, "render JSON messages from stdin with the chat template"},

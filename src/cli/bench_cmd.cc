@@ -1,0 +1,269 @@
+// `lancet bench latency|throughput|serve`: benchmarks as users run them against vLLM.
+//   latency:    one request at a time; TTFT, TPOT, tok/s (and % of a given roofline).
+//   throughput: N requests submitted at once (offline), or the same prompts one by one with
+//               --sequential; requests/s and tokens/s.
+//   serve:      load against a running server (bench_serve_cmd.cc).
+// Results print as a table, or one JSON object with --json.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/runtime_flags.h"
+#include "core/logging.h"
+
+namespace lancet::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double idx = p / 100.0 * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(idx);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (idx - static_cast<double>(lo));
+}
+
+// Random prompts of `len` ids drawn from the vocabulary (skipping the first 256 ids, where
+// byte and special tokens usually live), or prompts from a dataset file: one JSON object per
+// line with "prompt" (text) or "prompt_ids".
+StatusOr<std::vector<std::vector<int32_t>>> make_prompts(Runtime& rt, int n, int len, const std::string& dataset,
+                                                         uint64_t seed) {
+  std::vector<std::vector<int32_t>> out;
+  if (!dataset.empty()) {
+    std::ifstream f(dataset);
+    if (!f) return NotFound("cannot open dataset " + dataset);
+    std::string line;
+    while (static_cast<int>(out.size()) < n && std::getline(f, line)) {
+      if (line.empty()) continue;
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_discarded() || !j.is_object()) return InvalidArgument(dataset + ": each line must be a JSON object");
+      if (j.contains("prompt_ids")) {
+        out.push_back(j["prompt_ids"].get<std::vector<int32_t>>());
+      } else if (j.contains("prompt") && j["prompt"].is_string()) {
+        ASSIGN_OR_RETURN(auto ids, rt.encode_prompt(j["prompt"].get<std::string>()));
+        out.push_back(std::move(ids));
+      } else {
+        return InvalidArgument(dataset + ": a line has neither prompt nor prompt_ids");
+      }
+    }
+    if (out.empty()) return InvalidArgument(dataset + " holds no prompts");
+    return out;
+  }
+  std::mt19937_64 rng(seed);
+  const int64_t vocab = rt.vocab_size();
+  const int64_t lo = vocab > 1024 ? 256 : 3;
+  for (int i = 0; i < n; ++i) {
+    std::vector<int32_t> p(len);
+    for (auto& t : p) t = static_cast<int32_t>(lo + static_cast<int64_t>(rng() % static_cast<uint64_t>(vocab - lo)));
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+struct RequestTiming {
+  double ttft = 0;
+  double e2e = 0;
+  int64_t output_tokens = 0;
+  std::vector<double> itl;  // inter-token latencies
+};
+
+// Submits all prompts at once (or one after another) and waits for every token.
+StatusOr<std::vector<RequestTiming>> run_requests(Runtime& rt, const std::vector<std::vector<int32_t>>& prompts,
+                                                  const SamplingParams& sp, bool sequential) {
+  std::vector<RequestTiming> timings(prompts.size());
+  auto drain = [&](size_t i, std::shared_ptr<RequestStream> s, Clock::time_point t0) {
+    TokenEvent ev;
+    auto last = t0;
+    while (s->next(&ev)) {
+      if (ev.token < 0) continue;
+      const auto now = Clock::now();
+      if (timings[i].output_tokens == 0) timings[i].ttft = std::chrono::duration<double>(now - t0).count();
+      else timings[i].itl.push_back(std::chrono::duration<double>(now - last).count());
+      last = now;
+      timings[i].output_tokens++;
+    }
+    timings[i].e2e = std::chrono::duration<double>(last - t0).count();
+  };
+  if (sequential) {
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      GenerationRequest r{prompts[i], sp, 0};
+      const auto t0 = Clock::now();
+      ASSIGN_OR_RETURN(auto s, rt.async_engine().submit(r));
+      drain(i, s, t0);
+    }
+    return timings;
+  }
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  const auto t0 = Clock::now();
+  for (const auto& p : prompts) {
+    GenerationRequest r{p, sp, 0};
+    ASSIGN_OR_RETURN(auto s, rt.async_engine().submit(r));
+    streams.push_back(s);
+  }
+  // Streams buffer their events, so reading them in order loses no timing information that
+  // matters here (TTFT and e2e are taken when the events are read; the engine does not wait).
+  std::vector<std::thread> readers;
+  for (size_t i = 0; i < streams.size(); ++i) readers.emplace_back(drain, i, streams[i], t0);
+  for (auto& t : readers) t.join();
+  return timings;
+}
+
+int bench_throughput(int argc, char** argv) {
+  CLI::App app{"Offline throughput: many requests at once", "lancet bench throughput"};
+  RuntimeConfig rc;
+  SamplingParams sp;
+  sp.temperature = 0.0f;
+  sp.ignore_eos = true;
+  int num_prompts = 64, input_len = 128, output_len = 64;
+  std::string dataset;
+  bool json = false, sequential = false;
+  uint64_t seed = 0;
+  add_runtime_flags(app, &rc);
+  app.add_option("--num-prompts", num_prompts)->capture_default_str();
+  app.add_option("--input-len", input_len)->capture_default_str();
+  app.add_option("--output-len", output_len)->capture_default_str();
+  app.add_option("--dataset", dataset, "JSON lines with prompt or prompt_ids");
+  app.add_option("--seed", seed)->capture_default_str();
+  app.add_flag("--sequential", sequential, "run the same prompts one at a time (the baseline)");
+  app.add_flag("--json", json);
+  CLI11_PARSE(app, argc, argv);
+  set_log_level(LogLevel::kWarning);
+  sp.max_tokens = output_len;
+  auto rt = Runtime::create(rc);
+  if (!rt.ok()) {
+    std::fprintf(stderr, "lancet bench throughput: %s\n", rt.status().to_string().c_str());
+    return 1;
+  }
+  auto prompts = make_prompts(**rt, num_prompts, input_len, dataset, seed);
+  if (!prompts.ok()) {
+    std::fprintf(stderr, "lancet bench throughput: %s\n", prompts.status().to_string().c_str());
+    return 1;
+  }
+  const auto t0 = Clock::now();
+  auto timings = run_requests(**rt, *prompts, sp, sequential);
+  const double elapsed = seconds_since(t0);
+  if (!timings.ok()) {
+    std::fprintf(stderr, "lancet bench throughput: %s\n", timings.status().to_string().c_str());
+    return 1;
+  }
+  int64_t in_tokens = 0, out_tokens = 0;
+  for (const auto& p : *prompts) in_tokens += static_cast<int64_t>(p.size());
+  for (const auto& t : *timings) out_tokens += t.output_tokens;
+  nlohmann::json j = {{"mode", sequential ? "sequential" : "batched"},
+                      {"num_prompts", prompts->size()},
+                      {"input_tokens", in_tokens},
+                      {"output_tokens", out_tokens},
+                      {"elapsed_s", elapsed},
+                      {"requests_per_s", prompts->size() / elapsed},
+                      {"output_tokens_per_s", out_tokens / elapsed},
+                      {"total_tokens_per_s", (in_tokens + out_tokens) / elapsed},
+                      {"preemptions", (*rt)->async_engine().stats().preemptions}};
+  if (json) {
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("%-22s %s\n", "mode", j["mode"].get<std::string>().c_str());
+    std::printf("%-22s %zu (%lld in / %lld out tokens)\n", "requests", prompts->size(),
+                static_cast<long long>(in_tokens), static_cast<long long>(out_tokens));
+    std::printf("%-22s %.2f s\n", "elapsed", elapsed);
+    std::printf("%-22s %.2f\n", "requests/s", j["requests_per_s"].get<double>());
+    std::printf("%-22s %.1f\n", "output tokens/s", j["output_tokens_per_s"].get<double>());
+    std::printf("%-22s %.1f\n", "total tokens/s", j["total_tokens_per_s"].get<double>());
+  }
+  return 0;
+}
+
+int bench_latency(int argc, char** argv) {
+  CLI::App app{"Latency: one request at a time", "lancet bench latency"};
+  RuntimeConfig rc;
+  rc.max_num_seqs = 1;
+  SamplingParams sp;
+  sp.temperature = 0.0f;
+  sp.ignore_eos = true;
+  int input_len = 32, output_len = 128, iters = 3, warmup = 1;
+  double weight_gb = 0, bandwidth_tbs = 0;
+  bool json = false;
+  add_runtime_flags(app, &rc);
+  app.add_option("--input-len", input_len)->capture_default_str();
+  app.add_option("--output-len", output_len)->capture_default_str();
+  app.add_option("--num-iters", iters)->capture_default_str();
+  app.add_option("--num-iters-warmup", warmup)->capture_default_str();
+  app.add_option("--roofline-weight-gb", weight_gb, "bytes read per token (GB), for % of roofline");
+  app.add_option("--roofline-bandwidth-tbs", bandwidth_tbs, "memory bandwidth (TB/s), for % of roofline");
+  app.add_flag("--json", json);
+  CLI11_PARSE(app, argc, argv);
+  set_log_level(LogLevel::kWarning);
+  sp.max_tokens = output_len;
+  if (rc.max_num_batched_tokens < input_len && rc.max_num_batched_tokens == RuntimeConfig().max_num_batched_tokens)
+    rc.max_num_batched_tokens = std::max<int64_t>(rc.max_num_batched_tokens, std::min(input_len, 16384));
+  auto rt = Runtime::create(rc);
+  if (!rt.ok()) {
+    std::fprintf(stderr, "lancet bench latency: %s\n", rt.status().to_string().c_str());
+    return 1;
+  }
+  std::vector<double> ttft, tpot, e2e;
+  for (int it = 0; it < warmup + iters; ++it) {
+    auto prompts = make_prompts(**rt, 1, input_len, "", 1000 + it);  // fresh prompt: no cache hits
+    auto t = run_requests(**rt, *prompts, sp, true);
+    if (!t.ok()) {
+      std::fprintf(stderr, "lancet bench latency: %s\n", t.status().to_string().c_str());
+      return 1;
+    }
+    if (it < warmup) continue;
+    const RequestTiming& r = (*t)[0];
+    ttft.push_back(r.ttft);
+    e2e.push_back(r.e2e);
+    if (r.output_tokens > 1) tpot.push_back((r.e2e - r.ttft) / static_cast<double>(r.output_tokens - 1));
+  }
+  const double tpot_med = percentile(tpot, 50);
+  const double tok_s = tpot_med > 0 ? 1.0 / tpot_med : 0;
+  nlohmann::json j = {{"input_len", input_len}, {"output_len", output_len}, {"iters", iters},
+                      {"ttft_s_median", percentile(ttft, 50)}, {"tpot_ms_median", tpot_med * 1e3},
+                      {"decode_tok_per_s", tok_s}, {"e2e_s_median", percentile(e2e, 50)}};
+  if (weight_gb > 0 && bandwidth_tbs > 0) {
+    const double roof = bandwidth_tbs * 1e3 / weight_gb;
+    j["roofline_tok_per_s"] = roof;
+    j["pct_of_roofline"] = 100.0 * tok_s / roof;
+  }
+  if (json) {
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("%-18s %d in / %d out, %d iterations\n", "request", input_len, output_len, iters);
+    std::printf("%-18s %.3f s\n", "TTFT (median)", j["ttft_s_median"].get<double>());
+    std::printf("%-18s %.2f ms\n", "TPOT (median)", j["tpot_ms_median"].get<double>());
+    std::printf("%-18s %.1f tok/s\n", "decode", tok_s);
+    if (j.contains("pct_of_roofline"))
+      std::printf("%-18s %.1f%% of %.0f tok/s\n", "roofline", j["pct_of_roofline"].get<double>(),
+                  j["roofline_tok_per_s"].get<double>());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: lancet bench latency|throughput|serve [options]\n");
+    return 2;
+  }
+  const std::string sub = argv[1];
+  if (sub == "throughput") return bench_throughput(argc - 1, argv + 1);
+  if (sub == "latency") return bench_latency(argc - 1, argv + 1);
+  std::fprintf(stderr, "lancet bench: unknown benchmark '%s' (latency, throughput, serve)\n", sub.c_str());
+  return 2;
+}
+
+}  // namespace lancet::cli
