@@ -4,6 +4,8 @@
 // decoding. Ranges follow Unicode Table 3-7 (well-formed byte sequences).
 #pragma once
 
+#include "core/utf8_encode.h"  // utf8_append_codepoint
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -26,9 +28,6 @@ size_t utf8_append_lossy(std::string_view bytes, bool final, std::string* out);
 
 // Lossy decoding of a whole buffer.
 std::string utf8_lossy(std::string_view bytes);
-
-// Appends code point cp (must be a valid scalar value) as UTF-8.
-void utf8_append_codepoint(uint32_t cp, std::string* out);
 
 // Unicode White_Space property (what Rust's char::is_whitespace tests).
 bool unicode_is_whitespace(uint32_t cp);

@@ -1,6 +1,7 @@
 // Template lexer (see lexer.h). The rules mirror Jinja 3's lexer so whitespace in rendered
 // prompts matches transformers' apply_chat_template byte for byte.
 #include "tokenizer/chat_template/lexer.h"
+#include "core/utf8_encode.h"
 
 #include <algorithm>
 #include <cctype>
@@ -16,23 +17,6 @@ bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c
 bool is_name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
 bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xc0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xe0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else {
-    out += static_cast<char>(0xf0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  }
-}
 
 class Lexer {
  public:
@@ -279,15 +263,15 @@ class Lexer {
         case 'r': val += '\r'; break;
         case 't': val += '\t'; break;
         case 'v': val += '\v'; break;
-        case 'x': append_utf8(val, hex(2)); break;
-        case 'u': append_utf8(val, hex(4)); break;
-        case 'U': append_utf8(val, hex(8)); break;
+        case 'x': utf8_append_codepoint(hex(2), &val); break;
+        case 'u': utf8_append_codepoint(hex(4), &val); break;
+        case 'U': utf8_append_codepoint(hex(8), &val); break;
         default:
           if (e >= '0' && e <= '7') {
             uint32_t cp = static_cast<uint32_t>(e - '0');
             for (int k = 0; k < 2 && p < src_.size() && src_[p] >= '0' && src_[p] <= '7'; ++k, ++p)
               cp = cp * 8 + static_cast<uint32_t>(src_[p] - '0');
-            append_utf8(val, cp);
+            utf8_append_codepoint(cp, &val);
           } else {
             val += '\\';  // unknown escapes keep their backslash, as in Python
             val += e;

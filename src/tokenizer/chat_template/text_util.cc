@@ -1,6 +1,7 @@
 // Python-compatible text helpers (see text_util.h). Case mapping is ASCII-only: chat templates
 // apply it to role names and keywords, never to arbitrary user text.
 #include "tokenizer/chat_template/text_util.h"
+#include "core/utf8_encode.h"
 
 #include <cctype>
 #include <charconv>
@@ -67,23 +68,6 @@ uint32_t cp_lower(uint32_t c) {
 }
 bool cp_cased(uint32_t c) { return cp_upper(c) != c || cp_lower(c) != c; }
 
-void append_cp(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xc0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xe0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else {
-    out += static_cast<char>(0xf0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  }
-}
 
 // Rewrites s code point by code point; fn(cp, index, prev_cp) returns the new code point.
 template <typename Fn>
@@ -96,7 +80,7 @@ std::string map_cps(std::string_view s, Fn fn) {
     size_t len;
     uint32_t cp = decode_at(s, i, &len);
     bool valid = len > 1 || cp < 0x80;
-    if (valid) append_cp(out, fn(cp, idx, prev));
+    if (valid) utf8_append_codepoint(fn(cp, idx, prev), &out);
     else out += s[i];
     prev = cp;
     i += len;
