@@ -262,6 +262,7 @@ int cmd_bench(int argc, char** argv) {
   const std::string sub = argv[1];
   if (sub == "throughput") return bench_throughput(argc - 1, argv + 1);
   if (sub == "latency") return bench_latency(argc - 1, argv + 1);
+  if (sub == "serve") return cmd_bench_serve(argc - 1, argv + 1);
   std::fprintf(stderr, "lancet bench: unknown benchmark '%s' (latency, throughput, serve)\n", sub.c_str());
   return 2;
 }

@@ -135,22 +135,26 @@ void AsyncEngine::loop() {
     }
     auto events = engine_->step();
     if (!events.ok()) LOG_ERROR("engine step failed: " << events.status().to_string());
-    std::vector<std::pair<std::shared_ptr<RequestStream>, TokenEvent>> deliveries;
+    struct Delivery {
+      std::shared_ptr<RequestStream> stream;
+      TokenEvent event;
+      bool last;  // the request's final event: close the stream after pushing it
+    };
+    std::vector<Delivery> deliveries;
     if (events.ok()) {
       for (TokenEvent& ev : *events) {
         auto it = streams_.find(ev.request_id);
         if (it == streams_.end()) continue;
         std::shared_ptr<RequestStream> s = it->second;
         const bool last = ev.finished && --s->open_choices_ == 0;
-        deliveries.emplace_back(s, std::move(ev));
+        deliveries.push_back({s, std::move(ev), last});
         if (last) streams_.erase(it);
       }
     }
     lock.unlock();
-    for (auto& [s, ev] : deliveries) {
-      const bool finished_all = ev.finished && s->open_choices_ == 0;
-      s->push(std::move(ev));
-      if (finished_all) s->close();
+    for (Delivery& d : deliveries) {
+      d.stream->push(std::move(d.event));
+      if (d.last) d.stream->close();
     }
   }
 }

@@ -131,5 +131,30 @@ TEST(AsyncEngine, DrainingShutdownFinishesInFlightAndRefusesNew) {
   EXPECT_FALSE(async.submit(q).ok());
 }
 
+TEST(AsyncEngine, EveryChoiceFinishesBeforeTheStreamEnds) {
+  CountingModel model;
+  EngineConfig cfg;
+  cfg.scheduler = {.max_num_batched_tokens = 64, .max_num_seqs = 16, .max_model_len = 256};
+  Engine engine(cfg, &model);
+  AsyncEngine async(&engine);
+  for (int round = 0; round < 20; ++round) {
+    GenerationRequest q;
+    q.prompt = {1, 2, 3};
+    q.params.temperature = 0;
+    q.params.max_tokens = 4;
+    q.params.n = 3;  // the choices finish in the same step
+    auto s = async.submit(q);
+    ASSERT_TRUE(s.ok());
+    int finished = 0, tokens = 0;
+    TokenEvent ev;
+    while ((*s)->next(&ev)) {
+      finished += ev.finished;
+      tokens += ev.token >= 0;
+    }
+    ASSERT_EQ(finished, 3);
+    ASSERT_EQ(tokens, 12);
+  }
+}
+
 }  // namespace
 }  // namespace lancet

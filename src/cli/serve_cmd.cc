@@ -1,0 +1,175 @@
+// `lancet serve [MODEL]`: the OpenAI-compatible server. Flags use vLLM's names; `--config FILE`
+// (YAML or JSON) supplies the same keys, with the command line winning. The socket is bound
+// before the model loads, so /health answers 503 while loading. SIGINT/SIGTERM start a
+// graceful shutdown: /health and new requests get 503, requests in flight finish (up to
+// --drain-timeout seconds, then they are aborted), and the process exits 0.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/commands.h"
+#include "cli/runtime_flags.h"
+#include "engine/runtime.h"
+#include "server/config_file.h"
+#include "server/http_server.h"
+
+namespace lancet::cli {
+namespace {
+
+// Expands `--config FILE` / `--config=FILE` into the file's flags, placed first.
+bool expand_config(int argc, char** argv, std::vector<std::string>* args) {
+  std::vector<std::string> rest, from_file;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    std::string path;
+    if (a == "--config") {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "lancet serve: --config needs a file\n");
+        return false;
+      }
+      path = argv[++i];
+    } else if (a.rfind("--config=", 0) == 0) {
+      path = a.substr(9);
+    } else {
+      rest.push_back(a);
+      continue;
+    }
+    auto flags = server::config_file_flags(path);
+    if (!flags.ok()) {
+      std::fprintf(stderr, "lancet serve: %s\n", flags.status().message().c_str());
+      return false;
+    }
+    from_file.insert(from_file.end(), flags->begin(), flags->end());
+  }
+  args->assign(from_file.begin(), from_file.end());
+  args->insert(args->end(), rest.begin(), rest.end());
+  return true;
+}
+
+}  // namespace
+
+int cmd_serve(int argc, char** argv) {
+  CLI::App app{"Serve a model over the OpenAI-compatible HTTP API", "lancet serve"};
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  RuntimeConfig rc;
+  server::ServerConfig sc;
+  sc.version = LANCET_VERSION;
+  add_runtime_flags(app, &rc);
+  app.get_option("--model")->required(false);
+  std::string positional_model;
+  app.add_option("model_tag", positional_model, "the model (same as --model)");
+  app.add_option("--served-model-name", rc.served_model_name, "model name in the API (default: the file's)");
+  app.add_option("--gpu-memory-utilization", rc.gpu_memory_utilization, "fraction of GPU memory to use")
+      ->capture_default_str();
+  app.add_option("--quantization,-q", rc.quantization, "online weight quantization (fp8)");
+  app.add_option("--max-logprobs", rc.max_logprobs, "largest logprobs/top_logprobs a request may ask for")
+      ->capture_default_str();
+  int tensor_parallel = 1;
+  app.add_option("--tensor-parallel-size", tensor_parallel, "GPUs to split the model over")
+      ->capture_default_str();
+  app.add_option("--host", sc.host, "address to listen on")->capture_default_str();
+  app.add_option("--port", sc.port, "port to listen on (0 = any free port)")->capture_default_str();
+  app.add_option("--api-key", sc.api_key, "require 'Authorization: Bearer KEY' on /v1/* (also LANCET_API_KEY)");
+  app.add_option("--timeout", sc.request_timeout_s, "per-request timeout in seconds (0 = none)")
+      ->capture_default_str();
+  app.add_option("--drain-timeout", sc.drain_timeout_s, "seconds in-flight requests may take to finish on shutdown")
+      ->capture_default_str();
+  app.add_option("--max-concurrent-requests", sc.max_concurrent_requests,
+                 "completion requests in flight before new ones get 429")
+      ->capture_default_str();
+  app.add_option("--max-request-bytes", sc.max_body_bytes, "largest request body (413 beyond)")
+      ->capture_default_str();
+  app.add_option("--max-header-bytes", sc.max_header_bytes, "largest request header section (431 beyond)")
+      ->capture_default_str();
+  app.add_option("--http-threads", sc.http_threads, "HTTP worker threads (default: concurrency limit + 16)");
+  bool no_chat_page = false;
+  app.add_flag("--disable-chat-page", no_chat_page, "do not serve the chat page at /");
+  app.set_config();  // disables CLI11's own --config handling; expand_config() does it
+  std::vector<std::string> args;
+  if (!expand_config(argc, argv, &args)) return 2;
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;  // --help is 0; every parse error is a usage error
+  }
+  if (!positional_model.empty()) {
+    if (!rc.model.empty() && rc.model != positional_model) {
+      std::fprintf(stderr, "lancet serve: the model is given twice ('%s' and '%s')\n", positional_model.c_str(),
+                   rc.model.c_str());
+      return 2;
+    }
+    rc.model = positional_model;
+  }
+  if (sc.api_key.empty()) {
+    if (const char* env = std::getenv("LANCET_API_KEY")) sc.api_key = env;
+  }
+  if (tensor_parallel != 1) {
+    std::fprintf(stderr, "lancet serve: --tensor-parallel-size %d is not supported by this build (only 1)\n",
+                 tensor_parallel);
+    return 2;
+  }
+  sc.chat_page = !no_chat_page;
+  sc.limits.max_logprobs = rc.max_logprobs;
+  for (const Status& st : {rc.validate(), sc.validate()}) {
+    if (!st.ok()) {
+      std::fprintf(stderr, "lancet serve: %s\n", st.message().c_str());
+      return 2;
+    }
+  }
+
+  // Signals are taken synchronously by sigwait below; every thread started from here on
+  // inherits the mask. A client that disconnects must not kill the process with SIGPIPE.
+  signal(SIGPIPE, SIG_IGN);
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  server::HttpServer http(sc);
+  if (Status st = http.bind(); !st.ok()) {
+    std::fprintf(stderr, "lancet serve: %s\n", st.message().c_str());
+    return 1;
+  }
+  std::thread http_thread([&] { http.run(); });
+  std::fprintf(stderr, "lancet serve: listening on http://%s:%d, loading %s\n", sc.host.c_str(), http.port(),
+               rc.model.c_str());
+  auto runtime = Runtime::create(rc);
+  if (!runtime.ok()) {
+    std::fprintf(stderr, "lancet serve: %s\n", runtime.status().message().c_str());
+    http.stop();
+    http_thread.join();
+    return 1;
+  }
+  auto model = server::make_runtime_model(runtime->get());
+  http.set_model(model.get());
+  std::fprintf(stderr, "lancet serve: serving '%s' (max model len %lld) at http://%s:%d\n", model->name().c_str(),
+               static_cast<long long>(model->max_model_len()), sc.host.c_str(), http.port());
+
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  std::fprintf(stderr, "lancet serve: %s received, draining %lld request(s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
+               static_cast<long long>(http.in_flight()));
+  http.begin_drain();
+  if (!http.wait_idle(sc.drain_timeout_s)) {
+    std::fprintf(stderr, "lancet serve: drain timeout, aborting %lld request(s)\n",
+                 static_cast<long long>(http.in_flight()));
+    (*runtime)->async_engine().shutdown(/*drain=*/false);
+    http.wait_idle(5.0);
+  }
+  http.stop();
+  http_thread.join();
+  std::fprintf(stderr, "lancet serve: stopped\n");
+  return 0;
+}
+
+}  // namespace lancet::cli

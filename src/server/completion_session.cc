@@ -1,0 +1,290 @@
+// CompletionSession: prompt encoding, context-length check, submission, event collection and
+// streaming for one chat or completions request (see completion_session.h).
+#include "server/completion_session.h"
+
+#include <algorithm>
+#include <ctime>
+#include <thread>
+
+#include "server/sse.h"
+
+namespace lancet::server {
+namespace {
+
+constexpr int64_t kPollMs = 100;
+constexpr double kKeepaliveS = 2.0;  // silence before a ": keep-alive" comment (detects gone clients)
+
+double seconds(CompletionSession::Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+ApiError from_status(const Status& st, const std::string& param) {
+  switch (st.code()) {
+    case StatusCode::kFailedPrecondition:
+      return server_error(503, st.message(), "service_unavailable");
+    case StatusCode::kResourceExhausted:
+      return server_error(429, st.message(), "rate_limit_error");
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kOutOfRange:
+    case StatusCode::kNotFound:
+    case StatusCode::kUnimplemented:
+      return bad_request(st.message(), param);
+    default:
+      return server_error(500, st.message(), "internal_error");
+  }
+}
+
+}  // namespace
+
+CompletionSession::CompletionSession(ServingModel* model, Metrics* metrics, ApiRequest request, double timeout_s)
+    : model_(model), metrics_(metrics), req_(std::move(request)), timeout_s_(timeout_s), start_(Clock::now()) {
+  meta_.id = new_response_id(chat() ? "chatcmpl-" : "cmpl-");
+  meta_.created = static_cast<int64_t>(std::time(nullptr));
+  meta_.model = model_->name();
+}
+
+CompletionSession::~CompletionSession() {
+  for (auto& s : streams_)
+    if (s && !s->done()) s->cancel();
+  if (streams_.empty() || !metrics_) return;
+  RequestObservation obs;
+  if (have_first_token_) obs.ttft_s = seconds(first_token_ - start_);
+  obs.itl_s = std::move(itl_);
+  obs.e2e_s = seconds(Clock::now() - start_);
+  for (int64_t len : prompt_lens_) obs.prompt_tokens += len;
+  for (const Choice& c : choices_) obs.generation_tokens += c.tokens;
+  obs.finish_reason = "abort";
+  if (!choices_.empty() && choices_[0].finished) obs.finish_reason = choices_[0].finish_reason;
+  metrics_->record(obs);
+}
+
+std::optional<ApiError> CompletionSession::encode_prompts(std::vector<std::vector<int32_t>>* prompts) {
+  const std::string param = chat() ? "messages" : "prompt";
+  if (chat()) {
+    auto ids = model_->encode_chat(req_.messages, req_.add_generation_prompt);
+    if (!ids.ok()) return bad_request("messages: " + ids.status().message(), param);
+    prompts->push_back(std::move(*ids));
+  } else {
+    for (const std::string& text : req_.text_prompts) {
+      if (!model_->has_tokenizer())
+        return bad_request("this model has no tokenizer; send the prompt as token ids", param);
+      auto ids = model_->encode(text, /*add_special_tokens=*/true);
+      if (!ids.ok()) return bad_request(ids.status().message(), param);
+      prompts->push_back(std::move(*ids));
+    }
+    const int64_t vocab = model_->vocab_size();
+    for (auto& ids : req_.token_prompts) {
+      for (int32_t t : ids) {
+        if (t >= vocab)
+          return bad_request("prompt token id " + std::to_string(t) + " is outside the vocabulary (size " +
+                                 std::to_string(vocab) + ")",
+                             param);
+      }
+      prompts->push_back(std::move(ids));
+    }
+  }
+  for (const auto& ids : *prompts)
+    if (ids.empty()) return bad_request("the prompt is empty", param);
+  return std::nullopt;
+}
+
+std::optional<ApiError> CompletionSession::submit() {
+  std::vector<std::vector<int32_t>> prompts;
+  if (auto e = encode_prompts(&prompts)) return e;
+  const int64_t max_len = model_->max_model_len();
+  const std::string param = chat() ? "messages" : "prompt";
+  std::vector<GenerationRequest> gens;
+  for (auto& ids : prompts) {
+    const int64_t len = static_cast<int64_t>(ids.size());
+    GenerationRequest g;
+    g.params = req_.params;
+    int64_t max_tokens = req_.max_tokens_set ? req_.params.max_tokens : (chat() ? max_len - len : 16);
+    if (!req_.max_tokens_set) max_tokens = std::min<int64_t>(max_tokens, std::max<int64_t>(max_len - len, 1));
+    if (len + max_tokens > max_len || max_tokens < 1) {
+      return ApiError{400,
+                      "This model's maximum context length is " + std::to_string(max_len) +
+                          " tokens. However, you requested " + std::to_string(len + max_tokens) + " tokens (" +
+                          std::to_string(len) + " in the " + (chat() ? "messages" : "prompt") + ", " +
+                          std::to_string(max_tokens) + " in the completion). Please reduce the length of the " +
+                          (chat() ? "messages" : "prompt") + " or completion.",
+                      "invalid_request_error", param, "context_length_exceeded"};
+    }
+    g.params.max_tokens = static_cast<int32_t>(max_tokens);
+    g.params.min_tokens = std::min(g.params.min_tokens, g.params.max_tokens);
+    prompt_lens_.push_back(len);
+    g.prompt = std::move(ids);
+    gens.push_back(std::move(g));
+  }
+  for (const auto& g : gens) {
+    auto s = model_->engine().submit(g);
+    if (!s.ok()) {
+      for (auto& prev : streams_) prev->cancel();
+      streams_.clear();
+      return from_status(s.status(), param);
+    }
+    streams_.push_back(std::move(*s));
+  }
+  cached_.assign(streams_.size(), 0);
+  choices_.resize(streams_.size() * static_cast<size_t>(req_.params.n));
+  return std::nullopt;
+}
+
+void CompletionSession::apply(size_t prompt, const TokenEvent& ev, ChunkFields* delta) {
+  const size_t idx = prompt * static_cast<size_t>(req_.params.n) + static_cast<size_t>(ev.index);
+  assert(idx < choices_.size());
+  Choice& c = choices_[idx];
+  const Clock::time_point now = Clock::now();
+  cached_[prompt] = std::max<int64_t>(cached_[prompt], ev.cached_prompt_tokens);
+  delta->index = static_cast<int32_t>(idx);
+  const size_t text_offset = c.text.size();
+  if (ev.token >= 0) {
+    if (!have_first_token_) {
+      have_first_token_ = true;
+      first_token_ = now;
+    }
+    if (c.tokens > 0) itl_.push_back(seconds(now - c.last_token));
+    c.last_token = now;
+    ++c.tokens;
+    if (req_.want_logprobs) {
+      TokenLogprobInfo info{token_string(ev.token), ev.logprob, {}};
+      for (const TokenLogprob& t : ev.top_logprobs) info.top.push_back({token_string(t.token), t.logprob});
+      delta->logprobs = chat() ? chat_logprobs_json({info}) : completion_logprobs_json({info}, text_offset);
+      c.logprobs.push_back(std::move(info));
+    }
+  }
+  c.text += ev.text;
+  delta->content = ev.text;
+  if (ev.finished) {
+    c.finished = true;
+    c.finish_reason = finish_reason_name(ev.finish_reason);
+    delta->finish_reason = c.finish_reason;
+    if (ev.finish_reason == FinishReason::kError) model_error_ = true;
+  }
+}
+
+bool CompletionSession::next_event(size_t p, TokenEvent* ev, bool* timed_out, const Writer* keepalive,
+                                   bool* write_failed) {
+  *timed_out = false;
+  Clock::time_point last_write = Clock::now();
+  for (;;) {
+    bool poll_expired = false;
+    if (streams_[p]->next_for(ev, kPollMs, &poll_expired)) return true;
+    if (!poll_expired) {
+      // The stream ended. A choice's final event can still be on its way when the stream
+      // closes (AsyncEngine closes on the batch's last finish before pushing the rest of the
+      // batch), so give unfinished choices a moment before giving up on them.
+      for (int i = 0; i < 200 && !prompt_finished(p); ++i) {
+        if (streams_[p]->next_for(ev, 0, &poll_expired)) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      return false;
+    }
+    const Clock::time_point now = Clock::now();
+    if (timeout_s_ > 0 && seconds(now - start_) > timeout_s_) {
+      *timed_out = true;
+      return false;
+    }
+    if (keepalive && seconds(now - last_write) > kKeepaliveS) {
+      if (!(*keepalive)(sse_comment("keep-alive"))) {
+        *write_failed = true;
+        return false;
+      }
+      last_write = now;
+    }
+  }
+}
+
+std::string CompletionSession::token_string(int32_t id) const {
+  // Without a tokenizer (token-id models) or when asked, tokens are named by id, as vLLM does.
+  if (req_.tokens_as_ids || !model_->has_tokenizer()) return "token_id:" + std::to_string(id);
+  return model_->token_text(id);
+}
+
+bool CompletionSession::prompt_finished(size_t p) const {
+  const size_t n = static_cast<size_t>(req_.params.n);
+  for (size_t i = p * n; i < (p + 1) * n; ++i)
+    if (!choices_[i].finished) return false;
+  return true;
+}
+
+Usage CompletionSession::usage() const {
+  Usage u;
+  for (int64_t len : prompt_lens_) u.prompt_tokens += len;
+  for (const Choice& c : choices_) u.completion_tokens += c.tokens;
+  for (int64_t c : cached_) u.cached_tokens += c;
+  return u;
+}
+
+ApiError CompletionSession::timeout_error() const {
+  return ApiError{408, "the request did not finish within the server's timeout", "timeout_error", "", "timeout"};
+}
+
+std::optional<ApiError> CompletionSession::collect(Json* response) {
+  for (size_t p = 0; p < streams_.size(); ++p) {
+    TokenEvent ev;
+    bool timed_out = false, write_failed = false;
+    while (next_event(p, &ev, &timed_out, nullptr, &write_failed)) {
+      ChunkFields unused;
+      apply(p, ev, &unused);
+    }
+    if (timed_out) {
+      timed_out_ = true;
+      return timeout_error();
+    }
+  }
+  if (model_error_) return server_error(500, "the model failed while generating this request", "internal_error");
+  std::vector<ChoiceResult> results;
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    const Choice& c = choices_[i];
+    results.push_back({static_cast<int32_t>(i), c.text, c.logprobs, c.finish_reason});
+  }
+  *response = chat() ? chat_response_json(meta_, results, req_.want_logprobs, usage())
+                     : completion_response_json(meta_, results, req_.want_logprobs, usage());
+  return std::nullopt;
+}
+
+bool CompletionSession::stream(const Writer& write) {
+  const Json null_usage = nullptr;
+  auto usage_field = [&](Json* holder) -> const Json* {
+    if (!req_.include_usage) return nullptr;
+    if (req_.continuous_usage) {
+      *holder = usage_json(usage());
+      return holder;
+    }
+    return &null_usage;
+  };
+  auto chunk = [&](const ChunkFields& f) {
+    Json u;
+    const Json* up = usage_field(&u);
+    return sse_data(chat() ? chat_chunk_json(meta_, f, up) : completion_chunk_json(meta_, f, up));
+  };
+  if (chat()) {
+    for (size_t i = 0; i < choices_.size(); ++i) {
+      ChunkFields f;
+      f.index = static_cast<int32_t>(i);
+      f.role = true;
+      if (!write(chunk(f))) return false;
+    }
+  }
+  for (size_t p = 0; p < streams_.size(); ++p) {
+    TokenEvent ev;
+    bool timed_out = false, write_failed = false;
+    while (next_event(p, &ev, &timed_out, &write, &write_failed)) {
+      ChunkFields d;
+      apply(p, ev, &d);
+      if (d.content.empty() && d.finish_reason.empty() && d.logprobs.is_null()) continue;
+      if (!write(chunk(d))) return false;
+    }
+    if (write_failed) return false;
+    if (timed_out) {
+      timed_out_ = true;
+      for (auto& s : streams_) s->cancel();
+      return write(sse_error(timeout_error())) && write(sse_done());
+    }
+  }
+  if (model_error_ &&
+      !write(sse_error(server_error(500, "the model failed while generating this request", "internal_error"))))
+    return false;
+  if (req_.include_usage && !write(sse_data(usage_chunk_json(meta_, chat(), usage())))) return false;
+  return write(sse_done());
+}
+
+}  // namespace lancet::server

@@ -1,0 +1,79 @@
+// One completion request in flight, between the HTTP handler and the AsyncEngine: encodes the
+// prompts (chat template or text or token ids), enforces the context length, submits one
+// engine request per prompt, and turns TokenEvents into the OpenAI response (collect()) or
+// into SSE chunks (stream()). The destructor cancels whatever is still running (a client
+// that went away frees its KV blocks within one engine step) and reports the request's
+// latencies to Metrics.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/metrics.h"
+#include "server/openai_json.h"
+#include "server/serving_model.h"
+
+namespace lancet::server {
+
+class CompletionSession {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // Writes one SSE frame; false when the client is gone.
+  using Writer = std::function<bool(const std::string&)>;
+
+  CompletionSession(ServingModel* model, Metrics* metrics, ApiRequest request, double timeout_s);
+  ~CompletionSession();
+  CompletionSession(const CompletionSession&) = delete;
+  CompletionSession& operator=(const CompletionSession&) = delete;
+
+  // Encodes, checks and submits. Errors: 400 bad prompt / too long, 503 shutting down, 429
+  // engine full.
+  std::optional<ApiError> submit();
+  // Non-streaming: waits for every choice and returns the response body (or an error).
+  std::optional<ApiError> collect(Json* response);
+  // Streaming: writes every chunk, the usage chunk when asked, and [DONE]. Returns false when
+  // the client went away (the destructor then cancels).
+  bool stream(const Writer& write);
+
+ private:
+  struct Choice {
+    std::string text;
+    std::vector<TokenLogprobInfo> logprobs;
+    std::string finish_reason;
+    int64_t tokens = 0;
+    Clock::time_point last_token;
+    bool finished = false;
+  };
+  std::optional<ApiError> encode_prompts(std::vector<std::vector<int32_t>>* prompts);
+  // Applies one event to its choice; fills the stream delta for it.
+  void apply(size_t prompt, const TokenEvent& ev, ChunkFields* delta);
+  // Next event of prompt p; false at the stream's end or on timeout (*timed_out).
+  bool next_event(size_t p, TokenEvent* ev, bool* timed_out, const Writer* keepalive, bool* write_failed);
+  bool prompt_finished(size_t p) const;
+  std::string token_string(int32_t id) const;
+  Usage usage() const;
+  bool chat() const { return req_.kind == ApiKind::kChat; }
+  ApiError timeout_error() const;
+
+  ServingModel* model_;
+  Metrics* metrics_;
+  ApiRequest req_;
+  double timeout_s_;
+  Clock::time_point start_;
+  Clock::time_point first_token_{};
+  bool have_first_token_ = false;
+  ResponseMeta meta_;
+  std::vector<std::shared_ptr<RequestStream>> streams_;  // one per prompt
+  std::vector<int64_t> prompt_lens_;
+  std::vector<int64_t> cached_;  // per prompt
+  std::vector<Choice> choices_;  // prompt * n + index
+  std::vector<double> itl_;
+  bool model_error_ = false;
+  bool timed_out_ = false;
+};
+
+}  // namespace lancet::server

@@ -1,0 +1,152 @@
+// Prometheus text exposition (format 0.0.4) of the server's metrics; names follow vLLM.
+#include "server/metrics.h"
+
+#include <algorithm>
+#include <charconv>
+
+namespace lancet::server {
+namespace {
+
+// vLLM's bucket boundaries for the latency histograms.
+const std::vector<double> kTtftBuckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
+                                          0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0};
+const std::vector<double> kItlBuckets = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
+                                         0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
+const std::vector<double> kE2eBuckets = {0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0,
+                                         20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0};
+const std::vector<double> kTokenBuckets = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000,
+                                           20000, 50000, 100000, 200000};
+
+// Shortest text that reads back as the same double ("0.04", not "0.040000000000000001").
+std::string num(double v) {
+  char buf[64];
+  auto res = std::to_chars(buf, buf + sizeof(buf), v);
+  return std::string(buf, res.ptr);
+}
+
+std::string escape_label(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+void header(std::string* out, const std::string& name, const char* type, const char* help) {
+  *out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+}
+
+void sample(std::string* out, const std::string& name, const std::string& labels, double v) {
+  *out += name + "{" + labels + "} " + num(v) + "\n";
+}
+
+}  // namespace
+
+Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::observe(double v) {
+  const size_t i = std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin();
+  ++counts_[i];
+  sum_ += v;
+  ++count_;
+}
+
+void Histogram::render(const std::string& name, const std::string& labels, std::string* out) const {
+  uint64_t cum = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cum += counts_[i];
+    *out += name + "_bucket{" + labels + ",le=\"" + num(bounds_[i]) + "\"} " + std::to_string(cum) + "\n";
+  }
+  *out += name + "_bucket{" + labels + ",le=\"+Inf\"} " + std::to_string(count_) + "\n";
+  *out += name + "_sum{" + labels + "} " + num(sum_) + "\n";
+  *out += name + "_count{" + labels + "} " + std::to_string(count_) + "\n";
+}
+
+Metrics::Metrics()
+    : ttft_(kTtftBuckets),
+      itl_(kItlBuckets),
+      tpot_(kItlBuckets),
+      e2e_(kE2eBuckets),
+      prompt_len_(kTokenBuckets),
+      gen_len_(kTokenBuckets) {}
+
+void Metrics::record(const RequestObservation& obs) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (obs.ttft_s >= 0) ttft_.observe(obs.ttft_s);
+  for (double g : obs.itl_s) itl_.observe(g);
+  if (obs.generation_tokens > 1 && obs.ttft_s >= 0)
+    tpot_.observe((obs.e2e_s - obs.ttft_s) / static_cast<double>(obs.generation_tokens - 1));
+  e2e_.observe(obs.e2e_s);
+  prompt_len_.observe(static_cast<double>(obs.prompt_tokens));
+  gen_len_.observe(static_cast<double>(obs.generation_tokens));
+  prompt_tokens_ += obs.prompt_tokens;
+  generation_tokens_ += obs.generation_tokens;
+  ++finished_[obs.finish_reason.empty() ? "unknown" : obs.finish_reason];
+}
+
+void Metrics::count_http_error(int status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++http_errors_[status];
+}
+
+std::string Metrics::render(const std::string& model_name, const EngineStats& st, int64_t http_in_flight) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string l = "model_name=\"" + escape_label(model_name) + "\"";
+  std::string out;
+  auto gauge = [&](const char* name, const char* help, double v) {
+    header(&out, name, "gauge", help);
+    sample(&out, name, l, v);
+  };
+  auto counter = [&](const char* name, const char* help, double v) {
+    header(&out, name, "counter", help);
+    sample(&out, name, l, v);
+  };
+  gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
+        static_cast<double>(st.num_running));
+  gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
+        static_cast<double>(st.num_waiting));
+  gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", st.kv_usage);
+  gauge("vllm:gpu_cache_usage_perc", "KV-cache usage (older name). 1 means 100 percent usage.", st.kv_usage);
+  gauge("lancet:kv_cache_blocks", "Number of KV-cache blocks.", static_cast<double>(st.num_blocks));
+  gauge("lancet:kv_cache_free_blocks", "Number of free KV-cache blocks.", static_cast<double>(st.num_free_blocks));
+  gauge("lancet:http_requests_in_flight", "Completion requests being served over HTTP.",
+        static_cast<double>(http_in_flight));
+  counter("vllm:prefix_cache_queries_total", "Prefix cache queries, in tokens.",
+          static_cast<double>(st.prefix_queries));
+  counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in tokens.", static_cast<double>(st.prefix_hits));
+  counter("vllm:num_preemptions_total", "Cumulative number of preemptions.", static_cast<double>(st.preemptions));
+  counter("vllm:prompt_tokens_total", "Number of prefill tokens of finished requests.",
+          static_cast<double>(prompt_tokens_));
+  counter("vllm:generation_tokens_total", "Number of generation tokens of finished requests.",
+          static_cast<double>(generation_tokens_));
+  counter("lancet:engine_steps_total", "Engine steps run.", static_cast<double>(st.steps));
+
+  header(&out, "vllm:request_success_total", "counter", "Count of finished requests by finish reason.");
+  for (const char* reason : {"stop", "length", "abort", "error"}) {
+    auto it = finished_.find(reason);
+    sample(&out, "vllm:request_success_total", l + ",finished_reason=\"" + reason + "\"",
+           it == finished_.end() ? 0.0 : static_cast<double>(it->second));
+  }
+  header(&out, "lancet:http_errors_total", "counter", "Error responses by HTTP status.");
+  for (const auto& [status, n] : http_errors_)
+    sample(&out, "lancet:http_errors_total", l + ",status=\"" + std::to_string(status) + "\"", static_cast<double>(n));
+
+  auto hist = [&](const char* name, const char* help, const Histogram& h) {
+    header(&out, name, "histogram", help);
+    h.render(name, l, &out);
+  };
+  hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttft_);
+  hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itl_);
+  hist("vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds.", tpot_);
+  hist("vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", e2e_);
+  hist("vllm:request_prompt_tokens", "Number of prefill tokens processed.", prompt_len_);
+  hist("vllm:request_generation_tokens", "Number of generation tokens processed.", gen_len_);
+  return out;
+}
+
+}  // namespace lancet::server

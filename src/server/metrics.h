@@ -1,0 +1,57 @@
+// Prometheus metrics with vLLM's names, so dashboards built for vLLM work unchanged.
+// Request-level observations (latencies, token counts, finish reasons) are recorded by the
+// request handlers; engine gauges (running, waiting, KV usage, prefix cache, preemptions)
+// are read from EngineStats when /metrics is scraped.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace lancet::server {
+
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> bounds);
+  void observe(double v);
+  // Appends the _bucket/_sum/_count lines for `name` (with labels, e.g. model_name="x").
+  void render(const std::string& name, const std::string& labels, std::string* out) const;
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<uint64_t> counts_;  // per bucket (not cumulative)
+  double sum_ = 0;
+  uint64_t count_ = 0;
+};
+
+// What one finished request reports.
+struct RequestObservation {
+  double ttft_s = -1;                // < 0: no token was produced
+  std::vector<double> itl_s;         // gaps between consecutive tokens
+  double e2e_s = 0;
+  int64_t prompt_tokens = 0;
+  int64_t generation_tokens = 0;
+  std::string finish_reason;         // "stop", "length", "abort", "error"
+};
+
+class Metrics {
+ public:
+  Metrics();
+  void record(const RequestObservation& obs);
+  void count_http_error(int status);
+  std::string render(const std::string& model_name, const EngineStats& stats, int64_t http_in_flight) const;
+
+ private:
+  mutable std::mutex mu_;
+  Histogram ttft_, itl_, tpot_, e2e_, prompt_len_, gen_len_;
+  int64_t prompt_tokens_ = 0;
+  int64_t generation_tokens_ = 0;
+  std::map<std::string, int64_t> finished_;
+  std::map<int, int64_t> http_errors_;
+};
+
+}  // namespace lancet::server

@@ -1,0 +1,195 @@
+// Response side of the OpenAI JSON: completions, chat completions, their stream chunks,
+// usage, logprobs (chat and legacy completions layouts), /v1/models and the error envelope.
+// Field order follows OpenAI's responses so diffs against them read easily.
+#include <atomic>
+#include <cmath>
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include "server/openai_json.h"
+
+namespace lancet::server {
+namespace {
+
+Json null_or(const std::string& s) { return s.empty() ? Json(nullptr) : Json(s); }
+
+Json bytes_json(const std::string& s) {
+  Json b = Json::array();
+  for (unsigned char c : s) b.push_back(static_cast<int>(c));
+  return b;
+}
+
+// JSON has no -inf; a token the sampler ruled out is reported with OpenAI's floor value.
+double finite_logprob(float lp) { return std::isfinite(lp) ? static_cast<double>(lp) : -9999.0; }
+
+}  // namespace
+
+std::string new_response_id(std::string_view prefix) {
+  static std::atomic<uint64_t> counter{0};
+  thread_local std::mt19937_64 rng(std::random_device{}() ^
+                                   static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "%016llx%08llx", static_cast<unsigned long long>(rng()),
+                static_cast<unsigned long long>(counter.fetch_add(1) & 0xffffffffull));
+  return std::string(prefix) + buf;
+}
+
+Json usage_json(const Usage& u) {
+  Json j;
+  j["prompt_tokens"] = u.prompt_tokens;
+  j["total_tokens"] = u.prompt_tokens + u.completion_tokens;
+  j["completion_tokens"] = u.completion_tokens;
+  j["prompt_tokens_details"] = {{"cached_tokens", u.cached_tokens}};
+  return j;
+}
+
+Json chat_logprobs_json(const std::vector<TokenLogprobInfo>& entries) {
+  Json content = Json::array();
+  for (const auto& e : entries) {
+    Json tops = Json::array();
+    for (const auto& t : e.top)
+      tops.push_back({{"token", t.token}, {"logprob", finite_logprob(t.logprob)}, {"bytes", bytes_json(t.token)}});
+    content.push_back({{"token", e.token},
+                       {"logprob", finite_logprob(e.logprob)},
+                       {"bytes", bytes_json(e.token)},
+                       {"top_logprobs", std::move(tops)}});
+  }
+  return Json{{"content", std::move(content)}};
+}
+
+Json completion_logprobs_json(const std::vector<TokenLogprobInfo>& entries, size_t text_offset_start) {
+  Json tokens = Json::array(), token_logprobs = Json::array(), top = Json::array(), offsets = Json::array();
+  size_t offset = text_offset_start;
+  for (const auto& e : entries) {
+    tokens.push_back(e.token);
+    token_logprobs.push_back(finite_logprob(e.logprob));
+    Json alts = Json::object();
+    for (const auto& t : e.top) alts[t.token] = finite_logprob(t.logprob);
+    top.push_back(std::move(alts));
+    offsets.push_back(offset);
+    offset += e.token.size();
+  }
+  return Json{{"text_offset", std::move(offsets)},
+              {"token_logprobs", std::move(token_logprobs)},
+              {"tokens", std::move(tokens)},
+              {"top_logprobs", std::move(top)}};
+}
+
+Json chat_response_json(const ResponseMeta& meta, const std::vector<ChoiceResult>& choices, bool with_logprobs,
+                        const Usage& usage) {
+  Json out;
+  out["id"] = meta.id;
+  out["object"] = "chat.completion";
+  out["created"] = meta.created;
+  out["model"] = meta.model;
+  Json cs = Json::array();
+  for (const auto& c : choices) {
+    Json choice;
+    choice["index"] = c.index;
+    choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    choice["logprobs"] = with_logprobs ? chat_logprobs_json(c.logprobs) : Json(nullptr);
+    choice["finish_reason"] = null_or(c.finish_reason);
+    cs.push_back(std::move(choice));
+  }
+  out["choices"] = std::move(cs);
+  out["usage"] = usage_json(usage);
+  out["system_fingerprint"] = nullptr;
+  return out;
+}
+
+Json completion_response_json(const ResponseMeta& meta, const std::vector<ChoiceResult>& choices,
+                              bool with_logprobs, const Usage& usage) {
+  Json out;
+  out["id"] = meta.id;
+  out["object"] = "text_completion";
+  out["created"] = meta.created;
+  out["model"] = meta.model;
+  Json cs = Json::array();
+  for (const auto& c : choices) {
+    Json choice;
+    choice["index"] = c.index;
+    choice["text"] = c.text;
+    choice["logprobs"] = with_logprobs ? completion_logprobs_json(c.logprobs, 0) : Json(nullptr);
+    choice["finish_reason"] = null_or(c.finish_reason);
+    cs.push_back(std::move(choice));
+  }
+  out["choices"] = std::move(cs);
+  out["usage"] = usage_json(usage);
+  out["system_fingerprint"] = nullptr;
+  return out;
+}
+
+Json chat_chunk_json(const ResponseMeta& meta, const ChunkFields& f, const Json* usage) {
+  Json out;
+  out["id"] = meta.id;
+  out["object"] = "chat.completion.chunk";
+  out["created"] = meta.created;
+  out["model"] = meta.model;
+  Json delta = Json::object();
+  if (f.role) delta["role"] = "assistant";
+  if (f.role || !f.content.empty()) delta["content"] = f.content;
+  Json choice;
+  choice["index"] = f.index;
+  choice["delta"] = std::move(delta);
+  choice["logprobs"] = f.logprobs;
+  choice["finish_reason"] = null_or(f.finish_reason);
+  out["choices"] = Json::array({std::move(choice)});
+  if (usage) out["usage"] = *usage;
+  return out;
+}
+
+Json completion_chunk_json(const ResponseMeta& meta, const ChunkFields& f, const Json* usage) {
+  Json out;
+  out["id"] = meta.id;
+  out["object"] = "text_completion";
+  out["created"] = meta.created;
+  out["model"] = meta.model;
+  Json choice;
+  choice["index"] = f.index;
+  choice["text"] = f.content;
+  choice["logprobs"] = f.logprobs;
+  choice["finish_reason"] = null_or(f.finish_reason);
+  out["choices"] = Json::array({std::move(choice)});
+  if (usage) out["usage"] = *usage;
+  return out;
+}
+
+Json usage_chunk_json(const ResponseMeta& meta, bool chat, const Usage& usage) {
+  Json out;
+  out["id"] = meta.id;
+  out["object"] = chat ? "chat.completion.chunk" : "text_completion";
+  out["created"] = meta.created;
+  out["model"] = meta.model;
+  out["choices"] = Json::array();
+  out["usage"] = usage_json(usage);
+  return out;
+}
+
+Json models_json(const std::string& model_name, int64_t max_model_len, int64_t created) {
+  Json model;
+  model["id"] = model_name;
+  model["object"] = "model";
+  model["created"] = created;
+  model["owned_by"] = "lancet";
+  model["root"] = model_name;
+  model["parent"] = nullptr;
+  model["max_model_len"] = max_model_len;
+  return Json{{"object", "list"}, {"data", Json::array({std::move(model)})}};
+}
+
+Json error_json(const ApiError& err) {
+  Json e;
+  e["message"] = err.message;
+  e["type"] = err.type;
+  e["param"] = null_or(err.param);
+  e["code"] = err.code.empty() ? Json(err.status) : Json(err.code);
+  return Json{{"error", std::move(e)}};
+}
+
+std::string dump_json(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+std::string dump_json(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace lancet::server

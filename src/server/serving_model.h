@@ -1,0 +1,45 @@
+// What the HTTP layer needs from a loaded model: its name and limits, prompt encoding (text
+// and chat), token texts for logprobs, and the AsyncEngine to submit to. RuntimeModel adapts
+// engine/Runtime; tests adapt an Engine over a fake executor, so the server can be tested
+// without weights.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+#include "engine/async_engine.h"
+
+namespace lancet {
+class Runtime;
+}
+
+namespace lancet::server {
+
+class ServingModel {
+ public:
+  virtual ~ServingModel() = default;
+  virtual std::string name() const = 0;
+  virtual int64_t max_model_len() const = 0;
+  virtual int64_t vocab_size() const = 0;
+  virtual bool has_tokenizer() const = 0;
+  virtual bool has_chat_template() const = 0;
+  // Text -> ids (with the model's BOS when add_special_tokens and the model wants one).
+  virtual StatusOr<std::vector<int32_t>> encode(const std::string& text, bool add_special_tokens) const = 0;
+  // Messages [{role, content}] -> prompt ids through the chat template.
+  virtual StatusOr<std::vector<int32_t>> encode_chat(const nlohmann::ordered_json& messages,
+                                                     bool add_generation_prompt) const = 0;
+  virtual std::string decode(std::span<const int32_t> ids) const = 0;
+  virtual std::string token_text(int32_t id) const = 0;
+  virtual AsyncEngine& engine() = 0;
+};
+
+// Serves a Runtime (which must outlive the adapter).
+std::unique_ptr<ServingModel> make_runtime_model(Runtime* runtime);
+
+}  // namespace lancet::server

@@ -1,0 +1,317 @@
+// The OpenAI request parser and response builders, in process: field mapping, one test per
+// error class, and a randomized test over thousands of mutated requests (byte-level and
+// structural mutations) that must each parse or fail with a 400 envelope, never crash, and
+// that, when accepted, always give parameters the engine accepts. Also SSE framing, auth and
+// the Prometheus exposition.
+#include "server/openai_json.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <random>
+
+#include "server/auth.h"
+#include "server/metrics.h"
+#include "server/sse.h"
+
+namespace lancet::server {
+namespace {
+
+using nlohmann::json;
+
+TEST(OpenAiJson, ChatFieldsMapToSamplingParams) {
+  const std::string body = R"({"model": "m", "messages": [
+      {"role": "system", "content": "be brief"},
+      {"role": "user", "content": [{"type": "text", "text": "hi "}, {"type": "text", "text": "there"}]}],
+    "temperature": 0.5, "top_p": 0.9, "top_k": 40, "min_p": 0.05, "max_completion_tokens": 33, "n": 2,
+    "stop": "END", "seed": 42, "presence_penalty": 0.5, "frequency_penalty": -0.5, "repetition_penalty": 1.1,
+    "logit_bias": {"17": -100, "3": 2.5}, "logprobs": true, "top_logprobs": 4, "stream": true,
+    "stream_options": {"include_usage": true}, "user": "u1", "some_unknown_field": {"x": 1}})";
+  ApiRequest r;
+  auto err = parse_chat_request(body, RequestLimits{}, &r);
+  ASSERT_FALSE(err) << err->message;
+  EXPECT_EQ(r.model, "m");
+  ASSERT_EQ(r.messages.size(), 2u);
+  EXPECT_EQ(r.messages[1]["content"], "hi there");
+  EXPECT_FLOAT_EQ(r.params.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(r.params.top_p, 0.9f);
+  EXPECT_EQ(r.params.top_k, 40);
+  EXPECT_FLOAT_EQ(r.params.min_p, 0.05f);
+  EXPECT_EQ(r.params.max_tokens, 33);
+  EXPECT_TRUE(r.max_tokens_set);
+  EXPECT_EQ(r.params.n, 2);
+  EXPECT_EQ(r.params.stop, std::vector<std::string>{"END"});
+  EXPECT_EQ(r.params.seed, 42u);
+  EXPECT_FLOAT_EQ(r.params.repetition_penalty, 1.1f);
+  EXPECT_EQ(r.params.logit_bias.size(), 2u);
+  EXPECT_FLOAT_EQ(r.params.logit_bias.at(17), -100.0f);
+  EXPECT_EQ(r.params.logprobs, 4);
+  EXPECT_TRUE(r.want_logprobs && r.stream && r.include_usage);
+  EXPECT_EQ(r.user, "u1");
+}
+
+TEST(OpenAiJson, CompletionPromptForms) {
+  ApiRequest r;
+  ASSERT_FALSE(parse_completion_request(R"({"prompt": "hello"})", {}, &r));
+  EXPECT_EQ(r.text_prompts, std::vector<std::string>{"hello"});
+  EXPECT_EQ(r.params.logprobs, -1);
+  EXPECT_FALSE(r.max_tokens_set);
+  ASSERT_FALSE(parse_completion_request(R"({"prompt": ["a", "b"], "logprobs": 3, "max_tokens": 7})", {}, &r));
+  EXPECT_EQ(r.text_prompts.size(), 2u);
+  EXPECT_EQ(r.params.logprobs, 3);
+  EXPECT_EQ(r.params.max_tokens, 7);
+  ASSERT_FALSE(parse_completion_request(R"({"prompt": [1, 2, 3]})", {}, &r));
+  EXPECT_EQ(r.token_prompts, (std::vector<std::vector<int32_t>>{{1, 2, 3}}));
+  ASSERT_FALSE(parse_completion_request(R"({"prompt": [[1], [2, 3]], "n": 2})", {}, &r));
+  EXPECT_EQ(r.token_prompts.size(), 2u);
+  EXPECT_EQ(r.num_prompts(), 2);
+}
+
+struct BadCase {
+  const char* body;
+  const char* param;  // expected param ("" = null)
+};
+
+TEST(OpenAiJson, BadChatRequestsAre400WithTheField) {
+  const BadCase cases[] = {
+      {"", ""},
+      {"{", ""},
+      {"[]", ""},
+      {R"({"messages": "hi"})", "messages"},
+      {R"({"messages": [{"role": "user"}]})", "messages"},
+      {R"({"messages": [{"role": "tool", "content": "x"}]})", "messages"},
+      {R"({"messages": [{"role": "user", "content": 5}]})", "messages"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "temperature": 1e400})", ""},
+      {R"({"messages": [{"role": "user", "content": "x"}], "temperature": 101})", "temperature"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "top_k": -2})", "top_k"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 0})", "max_tokens"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 18446744073709551615})", "max_tokens"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": -9223372036854775808})", "max_tokens"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 1e300})", "max_tokens"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "n": 129})", "n"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "stop": [1]})", "stop"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "stop": [""]})", "stop"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logit_bias": {"-1": 1}})", "logit_bias"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logit_bias": {"1x": 1}})", "logit_bias"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logit_bias": {"99999999999": 1}})", "logit_bias"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logit_bias": {"1": "a"}})", "logit_bias"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "seed": "x"})", "seed"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "stream": "yes"})", "stream"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 21, "logprobs": true})", "top_logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})",
+       "response_format"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})", "tools"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "min_tokens": 10, "max_tokens": 5})", "min_tokens"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "best_of": 3})", "best_of"},
+  };
+  for (const BadCase& c : cases) {
+    ApiRequest r;
+    auto err = parse_chat_request(c.body, RequestLimits{}, &r);
+    ASSERT_TRUE(err.has_value()) << c.body;
+    EXPECT_EQ(err->status, 400) << c.body;
+    EXPECT_EQ(err->param, c.param) << c.body << " -> " << err->message;
+    EXPECT_FALSE(err->message.empty());
+    const Json env = error_json(*err);
+    EXPECT_EQ(env["error"]["type"], "invalid_request_error");
+  }
+}
+
+TEST(OpenAiJson, DepthAndSizeLimits) {
+  RequestLimits lim;
+  std::string deep = R"({"messages": )" + std::string(10000, '[') + std::string(10000, ']') + "}";
+  ApiRequest r;
+  auto err = parse_chat_request(deep, lim, &r);
+  ASSERT_TRUE(err);
+  EXPECT_NE(err->message.find("nested"), std::string::npos);
+  // Brackets inside strings do not count.
+  std::string in_string = R"({"messages": [{"role": "user", "content": ")" + std::string(1000, '[') + R"("}]})";
+  EXPECT_FALSE(parse_chat_request(in_string, lim, &r));
+  json many = {{"prompt", "x"}, {"stop", json::array()}};
+  for (int i = 0; i < 17; ++i) many["stop"].push_back("s" + std::to_string(i));
+  err = parse_completion_request(many.dump(), lim, &r);
+  ASSERT_TRUE(err);
+  EXPECT_EQ(err->param, "stop");
+  json prompts = {{"prompt", json::array()}, {"n", 2}};
+  for (int i = 0; i < 200; ++i) prompts["prompt"].push_back("p");
+  err = parse_completion_request(prompts.dump(), lim, &r);  // 400 choices > 256
+  ASSERT_TRUE(err);
+  EXPECT_EQ(err->param, "n");
+}
+
+// A random JSON value of any type, including extreme numbers and odd strings.
+json random_value(std::mt19937_64& rng, int depth = 0) {
+  switch (rng() % (depth > 2 ? 9 : 11)) {
+    case 0: return nullptr;
+    case 1: return static_cast<bool>(rng() & 1);
+    case 2: return static_cast<int64_t>(rng());
+    case 3: return static_cast<uint64_t>(rng());
+    case 4: {
+      const double specials[] = {0.0, -0.0, 1e308, -1e308, 0.5, 2.0, -1.0, 1e-310, 100.0, 3.0};
+      return specials[rng() % 10];
+    }
+    case 5: return static_cast<int64_t>(rng() % 300) - 50;
+    case 6: return std::string(rng() % 40, static_cast<char>('a' + rng() % 26));
+    case 7: return std::to_string(static_cast<int64_t>(rng() % 70000) - 10);
+    case 8: return std::string("\x7f\x01\xe2\x82\xac", 5);
+    case 9: {
+      json a = json::array();
+      for (int i = rng() % 5; i > 0; --i) a.push_back(random_value(rng, depth + 1));
+      return a;
+    }
+    default: {
+      json o = json::object();
+      for (int i = rng() % 4; i > 0; --i) o[std::to_string(rng() % 20)] = random_value(rng, depth + 1);
+      if (rng() & 1) o["type"] = (rng() & 1) ? "text" : "json_object";
+      if (rng() & 1) o["include_usage"] = random_value(rng, depth + 1);
+      return o;
+    }
+  }
+}
+
+void check_outcome(const std::optional<ApiError>& err, const ApiRequest& r, const std::string& body) {
+  if (err) {
+    ASSERT_EQ(err->status, 400) << body;
+    ASSERT_FALSE(err->message.empty()) << body;
+    (void)dump_json(error_json(*err));
+    return;
+  }
+  // Accepted: the engine's own validation must agree (the session fills max_tokens when unset).
+  SamplingParams p = r.params;
+  if (!r.max_tokens_set) p.max_tokens = std::max(p.max_tokens, p.min_tokens);
+  Status st = p.validate(std::numeric_limits<int32_t>::max(), RequestLimits{}.max_logprobs);
+  ASSERT_TRUE(st.ok()) << st.message() << " for " << body;
+  ASSERT_LE(static_cast<int64_t>(p.n) * r.num_prompts(), RequestLimits{}.max_choices);
+}
+
+TEST(OpenAiJson, RandomizedMutationsNeverCrashAndFailAs400) {
+  const std::vector<std::string> seeds = {
+      R"({"model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature": 0.7, "max_tokens": 8,
+          "n": 2, "stop": ["a", "b"], "logit_bias": {"5": 1}, "logprobs": true, "top_logprobs": 2,
+          "stream": true, "stream_options": {"include_usage": true}, "seed": 3})",
+      R"({"prompt": [[1, 2], [3]], "max_tokens": 4, "logprobs": 1, "top_p": 0.5, "top_k": 3, "min_p": 0.1,
+          "presence_penalty": 1, "frequency_penalty": 1, "repetition_penalty": 1.2, "stop_token_ids": [7]})",
+      R"({"prompt": "text", "echo": false, "suffix": null, "response_format": {"type": "text"}, "min_tokens": 2})",
+  };
+  const std::vector<std::string> keys = {"model", "messages", "prompt", "temperature", "top_p", "top_k", "min_p",
+                                         "max_tokens", "max_completion_tokens", "min_tokens", "n", "best_of", "stop",
+                                         "stop_token_ids", "seed", "logit_bias", "logprobs", "top_logprobs",
+                                         "stream", "stream_options", "response_format", "tools", "ignore_eos",
+                                         "presence_penalty", "frequency_penalty", "repetition_penalty", "echo",
+                                         "suffix", "user", "add_generation_prompt"};
+  std::mt19937_64 rng(20240601);
+  int accepted = 0, rejected = 0;
+  for (int iter = 0; iter < 6000; ++iter) {
+    std::string body = seeds[rng() % seeds.size()];
+    if (iter % 2 == 0) {
+      // Structural: replace or add fields with random values, sometimes inside messages.
+      json j = json::parse(body);
+      for (int m = 1 + rng() % 3; m > 0; --m) {
+        const std::string& k = keys[rng() % keys.size()];
+        j[k] = random_value(rng);
+      }
+      if (j.contains("messages") && j["messages"].is_array() && !j["messages"].empty() &&
+          j["messages"][0].is_object() && (rng() & 1))
+        j["messages"][0][(rng() & 1) ? "content" : "role"] = random_value(rng);
+      body = j.dump();
+    } else {
+      // Byte level: flips, insertions, deletions, truncation.
+      for (int m = 1 + rng() % 4; m > 0; --m) {
+        const size_t pos = rng() % (body.size() + 1);
+        switch (rng() % 4) {
+          case 0: if (pos < body.size()) body[pos] = static_cast<char>(rng()); break;
+          case 1: body.insert(pos, 1, "{}[]\",:0-e9\\"[rng() % 12]); break;
+          case 2: if (pos < body.size()) body.erase(pos, 1 + rng() % 8); break;
+          default: body.resize(pos); break;
+        }
+      }
+    }
+    for (int which = 0; which < 2; ++which) {
+      ApiRequest r;
+      auto err = which == 0 ? parse_chat_request(body, RequestLimits{}, &r)
+                            : parse_completion_request(body, RequestLimits{}, &r);
+      check_outcome(err, r, body);
+      if (HasFatalFailure()) return;
+      (err ? rejected : accepted)++;
+    }
+  }
+  // Both outcomes must be exercised, or the mutations are too weak or too strong.
+  EXPECT_GT(accepted, 300);
+  EXPECT_GT(rejected, 3000);
+}
+
+TEST(OpenAiJson, ResponsesHaveOpenAiShapes) {
+  ResponseMeta meta{"chatcmpl-x", 123, "m"};
+  ChoiceResult c{0, "hi", {{"h", -0.5f, {{"h", -0.5f}, {"x", -2.0f}}}}, "stop"};
+  Usage u{5, 1, 4};
+  Json r = chat_response_json(meta, {c}, true, u);
+  EXPECT_EQ(r["object"], "chat.completion");
+  EXPECT_EQ(r["choices"][0]["message"]["content"], "hi");
+  EXPECT_EQ(r["choices"][0]["logprobs"]["content"][0]["top_logprobs"][1]["token"], "x");
+  EXPECT_EQ(r["usage"]["total_tokens"], 6);
+  EXPECT_EQ(r["usage"]["prompt_tokens_details"]["cached_tokens"], 4);
+  Json cr = completion_response_json(meta, {c}, true, u);
+  EXPECT_EQ(cr["choices"][0]["logprobs"]["tokens"][0], "h");
+  EXPECT_EQ(cr["choices"][0]["logprobs"]["top_logprobs"][0]["x"], -2.0);
+  ChunkFields f;
+  f.role = true;
+  Json null_usage = nullptr;
+  Json ch = chat_chunk_json(meta, f, &null_usage);
+  EXPECT_EQ(ch["choices"][0]["delta"], (Json{{"role", "assistant"}, {"content", ""}}));
+  EXPECT_TRUE(ch["usage"].is_null());
+  EXPECT_TRUE(ch["choices"][0]["finish_reason"].is_null());
+  Json last = usage_chunk_json(meta, true, u);
+  EXPECT_TRUE(last["choices"].empty());
+  // A partial UTF-8 token text must not break serialization.
+  ChoiceResult partial{0, std::string("\xe2\x82", 2), {}, "length"};
+  EXPECT_NO_THROW(dump_json(chat_response_json(meta, {partial}, false, u)));
+  EXPECT_EQ(new_response_id("cmpl-").rfind("cmpl-", 0), 0u);
+  EXPECT_NE(new_response_id("a"), new_response_id("a"));
+}
+
+TEST(Sse, Framing) {
+  EXPECT_EQ(sse_data(Json{{"a", 1}}), "data: {\"a\":1}\n\n");
+  EXPECT_EQ(sse_done(), "data: [DONE]\n\n");
+  EXPECT_EQ(sse_comment("x\ny"), ": x y\n\n");
+  EXPECT_EQ(sse_error(bad_request("m", "p")).rfind("data: {\"error\":{\"message\":\"m\"", 0), 0u);
+}
+
+TEST(Auth, BearerKeys) {
+  EXPECT_TRUE(authorized("", ""));
+  EXPECT_TRUE(authorized("Bearer k1", "k1"));
+  EXPECT_FALSE(authorized("Bearer k2", "k1"));
+  EXPECT_FALSE(authorized("Bearer k1x", "k1"));
+  EXPECT_FALSE(authorized("k1", "k1"));
+  EXPECT_FALSE(authorized("", "k1"));
+  EXPECT_TRUE(constant_time_equal("abc", "abc"));
+  EXPECT_FALSE(constant_time_equal("abc", "abd"));
+}
+
+TEST(Metrics, PrometheusExposition) {
+  Metrics m;
+  RequestObservation obs;
+  obs.ttft_s = 0.05;
+  obs.itl_s = {0.02, 0.03};
+  obs.e2e_s = 0.1;
+  obs.prompt_tokens = 7;
+  obs.generation_tokens = 3;
+  obs.finish_reason = "length";
+  m.record(obs);
+  EngineStats st;
+  st.num_running = 2;
+  st.kv_usage = 0.25;
+  const std::string text = m.render("smol", st, 1);
+  EXPECT_NE(text.find("vllm:num_requests_running{model_name=\"smol\"} 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("vllm:kv_cache_usage_perc{model_name=\"smol\"} 0.25\n"), std::string::npos);
+  EXPECT_NE(text.find("vllm:prompt_tokens_total{model_name=\"smol\"} 7\n"), std::string::npos);
+  EXPECT_NE(text.find("vllm:request_success_total{model_name=\"smol\",finished_reason=\"length\"} 1\n"),
+            std::string::npos);
+  // Cumulative buckets: 0.05 falls in le=0.06 but not le=0.04.
+  EXPECT_NE(text.find("vllm:time_to_first_token_seconds_bucket{model_name=\"smol\",le=\"0.04\"} 0\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("vllm:inter_token_latency_seconds_count{model_name=\"smol\"} 2\n"), std::string::npos);
+  EXPECT_NE(text.find("vllm:time_per_output_token_seconds_sum{model_name=\"smol\"} 0.025"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace lancet::server
