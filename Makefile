@@ -23,7 +23,7 @@ build:
 	@cmake --build $(BUILD) -j $(JOBS)
 
 test-unit: build
-	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE long
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE "long|gpu"
 
 # The model-file parsers again under ASan + UBSan (corrupt-file cases).
 test-sanitize:

@@ -1,0 +1,143 @@
+// Micro-benchmark of the CUDA backend's heavy ops at Llama-3-8B shapes, next to the H200
+// ceilings measured on this machine kind (copy 4.25 TB/s, BF16 GEMM 759 TFLOP/s):
+//  - matmul, decode (n = 1): bytes moved (BF16 weight + f32 x/y) / time -> GB/s, % of copy;
+//  - matmul, prefill (n = 512, 4096): 2nmk / time -> TFLOP/s, % of BF16 peak;
+//  - paged attention, decode: K+V bytes read / time -> GB/s; prefill: 4 T^2/2 H D / time.
+// Weights rotate over enough copies (>= 512 MB) that the 60 MB L2 cannot serve them.
+// Times are wall clock over back-to-back launches on the backend's stream (launch overhead
+// hidden by queueing, as in the engine). Prints a table and one JSON line per case.
+// Built and run by bench/cuda/run_bench.sh.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+
+using namespace lancet;
+
+namespace {
+
+constexpr double kCopyGBs = 4250.0;
+constexpr double kBf16TFlops = 759.0;
+
+void die(const Status& s, const char* what) {
+  if (s.ok()) return;
+  std::fprintf(stderr, "bench_ops: %s: %s\n", what, s.to_string().c_str());
+  std::exit(1);
+}
+
+template <typename F>
+double time_per_call(Backend& be, int reps, F&& fn) {
+  for (int i = 0; i < 3; ++i) fn(i);
+  die(be.synchronize(), "warm-up");
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < reps; ++i) fn(i);
+  die(be.synchronize(), "timed run");
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+}
+
+Buffer dev_alloc(Backend& be, size_t n) {
+  auto b = be.alloc(n);
+  die(b.status(), "alloc");
+  die(be.zero(b->data(), n), "zero");
+  return *b;
+}
+
+void row(const char* kind, const std::string& name, double us, double achieved, const char* unit, double ceiling) {
+  std::printf("%-10s %-34s %10.1f us %10.1f %-7s %5.1f%% of %.0f\n", kind, name.c_str(), us, achieved, unit,
+              100.0 * achieved / ceiling, ceiling);
+  std::printf("JSON {\"kind\":\"%s\",\"case\":\"%s\",\"us\":%.2f,\"achieved\":%.2f,\"unit\":\"%s\",\"ceiling\":%.0f}\n",
+              kind, name.c_str(), us, achieved, unit, ceiling);
+}
+
+void bench_matmul(Backend& be, const char* name, int64_t m, int64_t k) {
+  std::vector<uint16_t> host(static_cast<size_t>(m * k));
+  std::mt19937 g(static_cast<uint32_t>(m + k));
+  std::normal_distribution<float> d(0.0f, 0.02f);
+  for (auto& v : host) v = f32_to_bf16(d(g));
+  TensorView t{DType::kBF16, {m, k}, host.data(), host.size() * 2};
+  const size_t wbytes = static_cast<size_t>(m * k) * 2;
+  const int copies = static_cast<int>(std::max<size_t>(1, (size_t{512} << 20) / wbytes + 1));
+  std::vector<WeightMatrix> ws;
+  for (int c = 0; c < std::min(copies, 64); ++c) {
+    auto w = be.upload_weight({name, &t, nullptr});
+    die(w.status(), "upload");
+    ws.push_back(*w);
+  }
+  for (int64_t n : {int64_t{1}, int64_t{512}, int64_t{4096}}) {
+    Buffer x = dev_alloc(be, static_cast<size_t>(n * k) * 4), y = dev_alloc(be, static_cast<size_t>(n * m) * 4);
+    const int reps = n == 1 ? 200 : 20;
+    const double s = time_per_call(be, reps, [&](int i) {
+      die(be.matmul(x.as<float>(), n, ws[i % ws.size()], y.as<float>()), "matmul");
+    });
+    const std::string label = std::string(name) + " n=" + std::to_string(n) + " [" + std::to_string(m) + "x" +
+                              std::to_string(k) + "]";
+    if (n == 1) {
+      const double bytes = wbytes + (n * k + n * m) * 4.0;
+      row("matmul", label, s * 1e6, bytes / s / 1e9, "GB/s", kCopyGBs);
+    } else {
+      row("matmul", label, s * 1e6, 2.0 * n * m * k / s / 1e12, "TFLOP/s", kBf16TFlops);
+    }
+  }
+}
+
+// One sequence layout in the cache: contiguous block ids per sequence.
+void bench_attention(Backend& be, int64_t batch, int64_t ctx, int64_t q_len) {
+  const int64_t H = 32, KH = 8, D = 128, bs = 16;
+  const int64_t blocks_per_seq = (ctx + bs - 1) / bs, num_blocks = batch * blocks_per_seq;
+  const size_t cache_bytes = static_cast<size_t>(num_blocks * bs * KH * D) * 2;
+  Buffer kc = dev_alloc(be, cache_bytes), vc = dev_alloc(be, cache_bytes);
+  KvCacheLayer cache{DType::kBF16, num_blocks, bs, KH, D, kc.data(), vc.data()};
+  std::vector<int32_t> qstart{0}, lens, tables(static_cast<size_t>(batch * blocks_per_seq));
+  std::iota(tables.begin(), tables.end(), 0);
+  for (int64_t s = 0; s < batch; ++s) {
+    qstart.push_back(qstart.back() + static_cast<int32_t>(q_len));
+    lens.push_back(static_cast<int32_t>(ctx));
+  }
+  const int64_t T = batch * q_len;
+  Buffer q = dev_alloc(be, static_cast<size_t>(T * H * D) * 4), out = dev_alloc(be, static_cast<size_t>(T * H * D) * 4);
+  Buffer dqs = dev_alloc(be, qstart.size() * 4), dl = dev_alloc(be, lens.size() * 4),
+         dt = dev_alloc(be, tables.size() * 4);
+  die(be.copy_to_device(dqs.data(), qstart.data(), qstart.size() * 4), "copy");
+  die(be.copy_to_device(dl.data(), lens.data(), lens.size() * 4), "copy");
+  die(be.copy_to_device(dt.data(), tables.data(), tables.size() * 4), "copy");
+  PagedAttentionArgs a{T, batch, H, blocks_per_seq, 1.0f / std::sqrt(128.0f), q.as<float>(), dqs.as<int32_t>(),
+                       dl.as<int32_t>(), dt.as<int32_t>(), out.as<float>()};
+  const int reps = q_len == 1 ? 50 : 3;
+  const double s = time_per_call(be, reps, [&](int) { die(be.paged_attention(a, cache), "attention"); });
+  const std::string label = "b=" + std::to_string(batch) + " ctx=" + std::to_string(ctx) + " q=" + std::to_string(q_len);
+  if (q_len == 1) {
+    const double bytes = static_cast<double>(cache_bytes) * 2 * (static_cast<double>(ctx) / (blocks_per_seq * bs));
+    row("attn-dec", label, s * 1e6, bytes / s / 1e9, "GB/s", kCopyGBs);
+  } else {
+    // Causal prefill of the last q_len positions of a ctx-long context.
+    const double pairs = static_cast<double>(batch) * q_len * (ctx - q_len + (q_len + 1) / 2.0);
+    row("attn-pre", label, s * 1e6, 4.0 * pairs * H * D / s / 1e12, "TFLOP/s", kBf16TFlops);
+  }
+}
+
+}  // namespace
+
+int main() {
+  auto be = make_backend("cuda");
+  die(be.status(), "cuda backend");
+  std::printf("%-10s %-34s %13s %18s\n", "op", "case", "time", "achieved");
+  // Llama-3-8B projections (q, k/v, o, gate/up, down) and the lm_head.
+  bench_matmul(**be, "q/o_proj", 4096, 4096);
+  bench_matmul(**be, "k/v_proj", 1024, 4096);
+  bench_matmul(**be, "gate/up_proj", 14336, 4096);
+  bench_matmul(**be, "down_proj", 4096, 14336);
+  bench_matmul(**be, "lm_head", 128256, 4096);
+  for (int64_t ctx : {int64_t{1024}, int64_t{8192}, int64_t{32768}}) bench_attention(**be, 1, ctx, 1);
+  bench_attention(**be, 64, 1024, 1);
+  bench_attention(**be, 256, 2048, 1);
+  bench_attention(**be, 1, 4096, 4096);
+  bench_attention(**be, 1, 32768, 2048);
+  return 0;
+}

@@ -1,0 +1,81 @@
+// KV cache writes and paged attention on the CUDA backend: argument checks that need no
+// device data, and the split-KV plan (flash decoding) chosen from the grid size.
+#include <algorithm>
+#include <string>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernels.h"
+
+namespace lancet::cuda {
+namespace {
+
+Status check_cache(const KvCacheLayer& c) {
+  if (c.dtype != DType::kF32 && c.dtype != DType::kBF16)
+    return Unimplemented(std::string("cuda kv cache: dtype ") + dtype_name(c.dtype) + " (f32 or bf16)");
+  if (c.num_blocks <= 0 || c.block_size <= 0 || c.num_kv_heads <= 0 || c.head_dim <= 0 || !c.k || !c.v)
+    return InvalidArgument("kv cache: empty layer");
+  return OkStatus();
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Splits of at least this many keys; fewer would cost more in the reduction than they save.
+constexpr int64_t kMinSplitKeys = 64;
+constexpr int64_t kMaxSplits = 64;
+
+}  // namespace
+
+Status CudaBackend::kv_write(const KvWriteArgs& a, const KvCacheLayer& c) {
+  RETURN_IF_ERROR(check_cache(c));
+  if (a.num_tokens < 0) return InvalidArgument("kv_write: negative token count");
+  if (a.num_tokens == 0) return OkStatus();
+  if (!a.k || !a.v || !a.slot_mapping) return InvalidArgument("kv_write: null input");
+  return launch_status(launch_kv_write(a, c, err_word_.as<unsigned>(), ctx_->stream), "kv_write");
+}
+
+Status CudaBackend::paged_attention(const PagedAttentionArgs& a, const KvCacheLayer& c) {
+  RETURN_IF_ERROR(check_cache(c));
+  if (c.head_dim != 64 && c.head_dim != 128)
+    return Unimplemented("paged_attention: head_dim " + std::to_string(c.head_dim) + " (cuda supports 64 and 128)");
+  if (a.num_heads <= 0 || a.num_heads % c.num_kv_heads != 0)
+    return InvalidArgument("paged_attention: " + std::to_string(a.num_heads) + " query heads for " +
+                           std::to_string(c.num_kv_heads) + " kv heads");
+  if (a.num_tokens < 0) return InvalidArgument("paged_attention: negative token count");
+  if (a.num_tokens == 0) return OkStatus();
+  if (a.num_seqs <= 0 || a.max_blocks_per_seq <= 0)
+    return InvalidArgument("paged_attention: tokens without sequences or block tables");
+  if (a.max_blocks_per_seq * c.block_size > INT32_MAX || c.num_blocks > INT32_MAX)
+    return OutOfRange("paged_attention: context bound past 2^31 tokens");
+  if (!a.q || !a.out || !a.query_start || !a.context_lens || !a.block_tables)
+    return InvalidArgument("paged_attention: null input");
+  if (!aligned16(a.q) || !aligned16(a.out) || !aligned16(c.k) || !aligned16(c.v))
+    return InvalidArgument("paged_attention: q, out and the cache must be 16-byte aligned");
+
+  // Flash decoding when the grid alone would leave most multiprocessors idle.
+  AttentionPlan plan;
+  const int64_t per_cta = attention_heads_per_cta(c.head_dim);
+  const int64_t group = a.num_heads / c.num_kv_heads;
+  const int64_t base_ctas = a.num_tokens * c.num_kv_heads * ((group + per_cta - 1) / per_cta);
+  const int64_t ctx_bound = a.max_blocks_per_seq * c.block_size;
+  if (base_ctas < num_sms_ && ctx_bound >= 2 * kMinSplitKeys) {
+    const int64_t want = (2 * num_sms_ + base_ctas - 1) / base_ctas;
+    int64_t splits = std::min({want, ctx_bound / kMinSplitKeys, kMaxSplits});
+    if (splits > 1) {
+      int64_t len = (ctx_bound + splits - 1) / splits;
+      len = (len + 15) / 16 * 16;
+      splits = (ctx_bound + len - 1) / len;
+      plan.num_splits = static_cast<int>(splits);
+      plan.split_len = static_cast<int>(len);
+    }
+  }
+  if (plan.num_splits > 1) {
+    const int64_t floats = attention_workspace_floats(a.num_tokens, a.num_heads, c.head_dim, plan.num_splits);
+    RETURN_IF_ERROR(ensure_scratch(&attn_partial_, static_cast<size_t>(floats) * sizeof(float)));
+    plan.partial = attn_partial_.as<float>();
+  }
+  return launch_status(launch_paged_attention(a, c, plan, err_word_.as<unsigned>(), ctx_->stream),
+                       "paged_attention");
+}
+
+}  // namespace lancet::cuda

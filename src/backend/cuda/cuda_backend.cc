@@ -1,0 +1,295 @@
+// CudaBackend: creation, device memory, copies, the error word, weight upload (every format
+// converted to BF16 on the host, then copied) and the element-wise ops' argument checks.
+// GEMMs live in cuda_matmul.cc, KV writes and attention in cuda_attention.cc.
+#include "backend/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernels.h"
+#include "core/thread_pool.h"
+#include "quant/gguf_blocks.h"
+
+namespace lancet::cuda {
+
+CudaContext::~CudaContext() {
+  if (stream) {
+    cudaStreamSynchronize(stream);
+    cudaStreamDestroy(stream);
+  }
+}
+
+CudaBackend::~CudaBackend() {
+  if (ctx_) cudaStreamSynchronize(ctx_->stream);
+  for (auto& kv : plans_) {
+    cublasLtMatrixLayoutDestroy(kv.second.a);
+    cublasLtMatrixLayoutDestroy(kv.second.b);
+    cublasLtMatrixLayoutDestroy(kv.second.c);
+    cublasLtMatmulDescDestroy(kv.second.op);
+  }
+  if (lt_) cublasLtDestroy(lt_);
+}
+
+StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOptions& opts) {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    return FailedPrecondition(std::string("cuda backend: no GPU visible (") +
+                              (e == cudaSuccess ? "0 devices" : cudaGetErrorString(e)) + ")");
+  }
+  if (opts.device < 0 || opts.device >= count)
+    return InvalidArgument("cuda backend: device " + std::to_string(opts.device) + " of " + std::to_string(count));
+  LANCET_CUDA_RETURN(cudaSetDevice(opts.device), "cudaSetDevice");
+  std::unique_ptr<CudaBackend> be(new CudaBackend());
+  be->ctx_ = std::make_shared<CudaContext>();
+  be->ctx_->device = opts.device;
+  LANCET_CUDA_RETURN(cudaStreamCreateWithFlags(&be->ctx_->stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  LANCET_CUDA_RETURN(cudaDeviceGetAttribute(&be->num_sms_, cudaDevAttrMultiProcessorCount, opts.device),
+                     "multiprocessor count");
+  // The per-step metadata is allocated and freed every step: keep freed memory in the pool
+  // instead of returning it to the driver (which would make the next allocation slow).
+  cudaMemPool_t pool;
+  LANCET_CUDA_RETURN(cudaDeviceGetDefaultMemPool(&pool, opts.device), "cudaDeviceGetDefaultMemPool");
+  uint64_t threshold = std::numeric_limits<uint64_t>::max();
+  LANCET_CUDA_RETURN(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold),
+                     "cudaMemPoolSetAttribute");
+  LANCET_CUBLAS_RETURN(cublasLtCreate(&be->lt_), "cublasLtCreate");
+  be->workspace_bytes_ = opts.gemm_workspace_bytes;
+  if (be->workspace_bytes_) {
+    ASSIGN_OR_RETURN(be->workspace_, be->alloc(be->workspace_bytes_));
+  }
+  ASSIGN_OR_RETURN(be->err_word_, be->alloc(sizeof(unsigned)));
+  RETURN_IF_ERROR(be->zero(be->err_word_.data(), sizeof(unsigned)));
+  RETURN_IF_ERROR(be->synchronize());
+  return be;
+}
+
+// ---- memory ----
+
+StatusOr<Buffer> CudaBackend::alloc(size_t nbytes) {
+  void* p = nullptr;
+  const size_t n = std::max<size_t>(nbytes, 1);
+  cudaError_t e = cudaMallocAsync(&p, n, ctx_->stream);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    if (e == cudaErrorMemoryAllocation)
+      return ResourceExhausted("cuda backend: cannot allocate " + std::to_string(nbytes) + " bytes of GPU memory");
+    return cuda_status(e, "cudaMallocAsync");
+  }
+  std::shared_ptr<CudaContext> ctx = ctx_;
+  return Buffer(p, nbytes, std::shared_ptr<void>(p, [ctx](void* q) { cudaFreeAsync(q, ctx->stream); }));
+}
+
+Status CudaBackend::copy_to_device(void* dst, const void* src, size_t nbytes) {
+  if (!nbytes) return OkStatus();
+  // From pageable memory this returns once the data is staged, so src may be reused at once.
+  LANCET_CUDA_RETURN(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, ctx_->stream), "copy_to_device");
+  return OkStatus();
+}
+
+Status CudaBackend::copy_to_host(void* dst, const void* src, size_t nbytes) {
+  if (!nbytes) return OkStatus();
+  LANCET_CUDA_RETURN(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, ctx_->stream), "copy_to_host");
+  LANCET_CUDA_RETURN(cudaStreamSynchronize(ctx_->stream), "copy_to_host sync");
+  return OkStatus();
+}
+
+Status CudaBackend::zero(void* dst, size_t nbytes) {
+  if (!nbytes) return OkStatus();
+  LANCET_CUDA_RETURN(cudaMemsetAsync(dst, 0, nbytes, ctx_->stream), "zero");
+  return OkStatus();
+}
+
+Status CudaBackend::synchronize() {
+  LANCET_CUDA_RETURN(cudaStreamSynchronize(ctx_->stream), "synchronize");
+  unsigned bits = 0;
+  LANCET_CUDA_RETURN(cudaMemcpyAsync(&bits, err_word_.data(), sizeof(bits), cudaMemcpyDeviceToHost, ctx_->stream),
+                     "read error word");
+  LANCET_CUDA_RETURN(cudaStreamSynchronize(ctx_->stream), "read error word");
+  if (!bits) return OkStatus();
+  LANCET_CUDA_RETURN(cudaMemsetAsync(err_word_.data(), 0, sizeof(unsigned), ctx_->stream), "clear error word");
+  LANCET_CUDA_RETURN(cudaStreamSynchronize(ctx_->stream), "clear error word");
+  std::string what;
+  auto add = [&](unsigned bit, const char* msg) {
+    if (bits & bit) what += (what.empty() ? "" : "; ") + std::string(msg);
+  };
+  add(kErrEmbeddingId, "embedding: token id outside the table");
+  add(kErrGatherRow, "gather_rows: row index out of range");
+  add(kErrRopePosition, "rope: position outside the table");
+  add(kErrKvSlot, "kv_write: slot past the cache");
+  add(kErrBlockId, "paged_attention: block id outside the cache");
+  add(kErrSeqShape, "paged_attention: query_start/context_lens inconsistent or past the block table");
+  return OutOfRange("cuda backend: " + what + " (the affected outputs were zeroed or skipped)");
+}
+
+Status CudaBackend::ensure_scratch(Buffer* buf, size_t nbytes) {
+  if (buf->nbytes() >= nbytes && !buf->empty()) return OkStatus();
+  // Round up so slowly growing batches do not reallocate every step.
+  size_t cap = std::max<size_t>(nbytes, 1 << 20);
+  cap = std::max(cap, buf->nbytes() + buf->nbytes() / 2);
+  ASSIGN_OR_RETURN(*buf, alloc(cap));
+  return OkStatus();
+}
+
+Status CudaBackend::launch_status(cudaError_t e, const char* op) {
+  if (e == cudaSuccess) return OkStatus();
+  return cuda_status(e, op);
+}
+
+// ---- weights ----
+
+static bool weight_dtype_supported(DType t) {
+  switch (t) {
+    case DType::kF32: case DType::kF16: case DType::kBF16: case DType::kF8E4M3:
+    case DType::kQ8_0: case DType::kQ4_0: case DType::kQ4_1: case DType::kQ5_0: case DType::kQ5_1:
+    case DType::kQ2_K: case DType::kQ3_K: case DType::kQ4_K: case DType::kQ5_K: case DType::kQ6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
+StatusOr<WeightMatrix> CudaBackend::upload_weight(const WeightSpec& spec) {
+  if (!spec.tensor) return InvalidArgument(spec.name + ": no tensor");
+  const TensorView& t = *spec.tensor;
+  if (t.shape.size() != 2 || t.shape[0] <= 0 || t.shape[1] <= 0)
+    return InvalidArgument(spec.name + ": weight must be 2-D, got " + shape_to_string(t.shape));
+  if (!weight_dtype_supported(t.dtype))
+    return Unimplemented(spec.name + ": weight dtype " + dtype_name(t.dtype) + " not supported");
+  const int64_t rows = t.shape[0], cols = t.shape[1];
+  auto rb = dtype_row_bytes(t.dtype, static_cast<uint64_t>(cols));
+  if (!rb)
+    return InvalidArgument(spec.name + ": " + std::to_string(cols) + " columns is not a whole number of " +
+                           dtype_name(t.dtype) + " blocks");
+  const size_t src_row_bytes = *rb;
+  if (!t.data || t.nbytes < src_row_bytes * static_cast<uint64_t>(rows))
+    return InvalidArgument(spec.name + ": data holds " + std::to_string(t.nbytes) + " bytes, shape " +
+                           shape_to_string(t.shape) + " needs " + std::to_string(src_row_bytes * rows));
+  // FP8 scales are folded into the BF16 copy (y = x . (w * scale)).
+  std::vector<float> scales;
+  if (spec.scale) {
+    if (t.dtype != DType::kF8E4M3)
+      return InvalidArgument(spec.name + ": a weight scale is only meaningful for F8_E4M3 weights");
+    const TensorView& s = *spec.scale;
+    const int64_t ns = s.numel();
+    if (ns != 1 && ns != rows)
+      return InvalidArgument(spec.name + ": scale has " + std::to_string(ns) + " values, expected 1 or " +
+                             std::to_string(rows));
+    scales.resize(static_cast<size_t>(ns));
+    if (!convert_to_f32(s.dtype, s.data, scales.data(), static_cast<uint64_t>(ns)))
+      return InvalidArgument(spec.name + ": scale dtype " + dtype_name(s.dtype) + " not a float type");
+  }
+  const size_t dst_row_bytes = static_cast<size_t>(cols) * 2;
+  ASSIGN_OR_RETURN(Buffer dev, alloc(dst_row_bytes * static_cast<size_t>(rows)));
+  if (t.dtype == DType::kBF16) {
+    LANCET_CUDA_RETURN(cudaMemcpyAsync(dev.data(), t.data, dst_row_bytes * rows, cudaMemcpyHostToDevice, ctx_->stream),
+                       "upload_weight");
+  } else {
+    // Convert in chunks of ~64 MB through a host staging buffer.
+    const int64_t chunk_rows = std::max<int64_t>(1, (int64_t{64} << 20) / static_cast<int64_t>(dst_row_bytes));
+    std::vector<uint16_t> staging(static_cast<size_t>(std::min(chunk_rows, rows) * cols));
+    const uint8_t* src = static_cast<const uint8_t*>(t.data);
+    for (int64_t r0 = 0; r0 < rows; r0 += chunk_rows) {
+      const int64_t nr = std::min(chunk_rows, rows - r0);
+      std::vector<Status> errors(static_cast<size_t>(nr));
+      default_thread_pool().parallel_for(nr, [&](int64_t b, int64_t e, int) {
+        std::vector<float> row(static_cast<size_t>(cols));
+        for (int64_t i = b; i < e; ++i) {
+          const int64_t r = r0 + i;
+          Status st = dequantize_row(t.dtype, src + r * src_row_bytes, row.data(), cols);
+          if (!st.ok()) {
+            errors[i] = st;
+            continue;
+          }
+          const float sc = scales.empty() ? 1.0f : scales[scales.size() == 1 ? 0 : r];
+          uint16_t* out = staging.data() + i * cols;
+          for (int64_t c = 0; c < cols; ++c) out[c] = f32_to_bf16(row[c] * sc);
+        }
+      }, 16);
+      for (const Status& st : errors)
+        if (!st.ok()) return st.with_context(spec.name);
+      LANCET_CUDA_RETURN(cudaMemcpyAsync(static_cast<uint8_t*>(dev.data()) + r0 * dst_row_bytes, staging.data(),
+                                         nr * dst_row_bytes, cudaMemcpyHostToDevice, ctx_->stream),
+                         "upload_weight");
+      LANCET_CUDA_RETURN(cudaStreamSynchronize(ctx_->stream), "upload_weight");
+    }
+  }
+  LANCET_CUDA_RETURN(cudaStreamSynchronize(ctx_->stream), "upload_weight");
+  WeightMatrix w;
+  w.name = spec.name;
+  w.dtype = DType::kBF16;
+  w.rows = rows;
+  w.cols = cols;
+  w.row_bytes = dst_row_bytes;
+  w.data = dev.data();
+  w.owner = std::make_shared<Buffer>(std::move(dev));
+  return w;
+}
+
+StatusOr<Buffer> CudaBackend::upload_vector_f32(const TensorView& t, const std::string& name) {
+  const int64_t n = t.numel();
+  if (n <= 0) return InvalidArgument(name + ": empty vector");
+  std::vector<float> host(static_cast<size_t>(n));
+  if (!convert_to_f32(t.dtype, t.data, host.data(), static_cast<uint64_t>(n))) {
+    Status st = dequantize_row(t.dtype, t.data, host.data(), n);
+    if (!st.ok()) return st.with_context(name);
+  }
+  ASSIGN_OR_RETURN(Buffer b, alloc(static_cast<size_t>(n) * sizeof(float)));
+  LANCET_CUDA_RETURN(cudaMemcpyAsync(b.data(), host.data(), n * sizeof(float), cudaMemcpyHostToDevice, ctx_->stream),
+                     "upload_vector_f32");
+  LANCET_CUDA_RETURN(cudaStreamSynchronize(ctx_->stream), "upload_vector_f32");
+  return b;
+}
+
+// ---- element-wise ops ----
+
+Status CudaBackend::embedding(const WeightMatrix& table, const int32_t* ids, int64_t n, float* out) {
+  if (n < 0) return InvalidArgument("embedding: negative token count");
+  if (table.dtype != DType::kBF16 || !table.data)
+    return Unimplemented("embedding: table " + table.name + " is " + dtype_name(table.dtype) +
+                         "; upload it through the cuda backend (bf16)");
+  return launch_status(launch_embedding_bf16(table.data, table.rows, table.cols, ids, n, out,
+                                             err_word_.as<unsigned>(), ctx_->stream),
+                       "embedding");
+}
+
+Status CudaBackend::rms_norm(const RmsNormArgs& a) {
+  if (a.rows < 0 || a.dim <= 0 || !a.weight || !a.out || (!a.x && !a.residual))
+    return InvalidArgument("rms_norm: bad arguments");
+  return launch_status(launch_rms_norm(a, ctx_->stream), "rms_norm");
+}
+
+Status CudaBackend::rope(const RopeArgs& a) {
+  if (a.rotary_dim <= 0 || a.rotary_dim > a.head_dim || a.rotary_dim % 2 != 0)
+    return InvalidArgument("rope: rotary_dim " + std::to_string(a.rotary_dim) + " must be even and <= head_dim");
+  if (a.num_tokens < 0 || a.num_heads < 0 || a.num_kv_heads < 0 || !a.positions || !a.cos || !a.sin)
+    return InvalidArgument("rope: bad arguments");
+  return launch_status(launch_rope(a, err_word_.as<unsigned>(), ctx_->stream), "rope");
+}
+
+Status CudaBackend::silu_mul(const float* gate, const float* up, int64_t n, int64_t d, float* out) {
+  if (n < 0 || d < 0) return InvalidArgument("silu_mul: negative size");
+  return launch_status(launch_silu_mul(gate, up, n * d, out, ctx_->stream), "silu_mul");
+}
+
+Status CudaBackend::gather_rows(const float* x, int64_t n, int64_t d, const int32_t* rows, int64_t r,
+                                float* out) {
+  if (n < 0 || d < 0 || r < 0) return InvalidArgument("gather_rows: negative size");
+  return launch_status(launch_gather_rows(x, n, d, rows, r, out, err_word_.as<unsigned>(), ctx_->stream),
+                       "gather_rows");
+}
+
+}  // namespace lancet::cuda
+
+namespace lancet {
+
+StatusOr<std::unique_ptr<Backend>> make_cuda_backend(const CudaBackendOptions& opts) {
+  ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaBackend> be, cuda::CudaBackend::create(opts));
+  return std::unique_ptr<Backend>(std::move(be));
+}
+
+}  // namespace lancet

@@ -1,0 +1,82 @@
+// The CUDA backend (BF16): device memory from the stream-ordered allocator on one stream,
+// every weight stored on the GPU as BF16 (other formats converted on the host at upload),
+// GEMMs through cuBLASLt (BF16 inputs, FP32 accumulation and output), and our own kernels for
+// the rest (kernels.h). Activations stay f32 at the interface, as backend.h requires.
+// Ops only enqueue work; synchronize() waits and reports indices the kernels found invalid.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_factory.h"
+
+namespace lancet::cuda {
+
+// Owns the stream; buffers keep it alive through shared_ptr so a Buffer freed after the
+// backend still releases its memory in stream order.
+struct CudaContext {
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  ~CudaContext();
+};
+
+// A cached cuBLASLt plan for one (n, m, k, pointer alignment).
+struct GemmPlan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+};
+
+class CudaBackend final : public Backend {
+ public:
+  ~CudaBackend() override;
+  static StatusOr<std::unique_ptr<CudaBackend>> create(const CudaBackendOptions& opts);
+
+  const char* name() const override { return "cuda"; }
+  cudaStream_t stream() const { return ctx_->stream; }
+  int num_sms() const { return num_sms_; }
+
+  StatusOr<Buffer> alloc(size_t nbytes) override;
+  Status copy_to_device(void* dst, const void* src, size_t nbytes) override;
+  Status copy_to_host(void* dst, const void* src, size_t nbytes) override;
+  Status zero(void* dst, size_t nbytes) override;
+  Status synchronize() override;
+
+  StatusOr<WeightMatrix> upload_weight(const WeightSpec& spec) override;
+  StatusOr<Buffer> upload_vector_f32(const TensorView& t, const std::string& name) override;
+
+  Status embedding(const WeightMatrix& table, const int32_t* ids, int64_t n, float* out) override;
+  Status rms_norm(const RmsNormArgs& a) override;
+  Status rope(const RopeArgs& a) override;
+  Status matmul(const float* x, int64_t n, const WeightMatrix& w, float* y) override;
+  Status silu_mul(const float* gate, const float* up, int64_t n, int64_t d, float* out) override;
+  Status kv_write(const KvWriteArgs& a, const KvCacheLayer& cache) override;
+  Status paged_attention(const PagedAttentionArgs& a, const KvCacheLayer& cache) override;
+  Status gather_rows(const float* x, int64_t n, int64_t d, const int32_t* rows, int64_t r,
+                     float* out) override;
+
+ private:
+  CudaBackend() = default;
+  // Grows a scratch buffer to at least nbytes (single stream: reuse is ordered).
+  Status ensure_scratch(Buffer* buf, size_t nbytes);
+  StatusOr<const GemmPlan*> gemm_plan(int64_t n, int64_t m, int64_t k, unsigned align);
+  Status launch_status(cudaError_t e, const char* op);
+
+  std::shared_ptr<CudaContext> ctx_;
+  int num_sms_ = 0;
+  cublasLtHandle_t lt_ = nullptr;
+  size_t workspace_bytes_ = 0;
+  Buffer workspace_;     // cuBLASLt
+  Buffer x_bf16_;        // matmul input converted to bf16
+  Buffer attn_partial_;  // split-KV partial results
+  Buffer err_word_;      // unsigned error bits set by kernels (kernels.h)
+  std::map<std::tuple<int64_t, int64_t, int64_t, unsigned>, GemmPlan> plans_;
+};
+
+}  // namespace lancet::cuda

@@ -1,0 +1,201 @@
+// kv_write and varlen paged attention on the GPU against the CPU backend (itself checked
+// against a contiguous per-sequence reference in tests/backend): decode batches (the split-KV
+// path), prefill chunks with earlier chunks cached, whole prefills, mixed batches, contexts up
+// to 9000, block sizes 1 and 16, head_dim 64 and 128, GQA 1..12, f32 and bf16 caches.
+// Both backends read the same cache values and accumulate in f32, so only summation order
+// differs: NMSE bound 1e-9 for either cache dtype. kv_write must be bit-exact.
+#include <algorithm>
+#include <numeric>
+
+#include "cuda_test_util.h"
+
+namespace lancet {
+namespace {
+
+using namespace lancet::testing;
+
+struct SeqSpec {
+  int64_t cached;  // tokens already in the cache
+  int64_t q_len;   // new query tokens this step
+};
+
+struct Geometry {
+  int64_t num_heads, num_kv_heads, head_dim;
+};
+
+void run_attention(const Geometry& geo, int64_t block_size, DType kv_dtype, const std::vector<SeqSpec>& seqs,
+                   uint32_t seed) {
+  auto g = gpu_backend();
+  auto c = cpu_reference();
+  ASSERT_TRUE(g && c);
+  const int64_t S = static_cast<int64_t>(seqs.size());
+  const int64_t D = geo.head_dim, kv_row = geo.num_kv_heads * D, q_row = geo.num_heads * D;
+  int64_t max_blocks = 0, total_blocks = 0, T = 0;
+  for (const SeqSpec& s : seqs) {
+    const int64_t nb = (s.cached + s.q_len + block_size - 1) / block_size;
+    max_blocks = std::max(max_blocks, nb);
+    total_blocks += nb;
+    T += s.q_len;
+  }
+  const int64_t num_blocks = total_blocks + 5;
+  std::vector<int32_t> ids(num_blocks);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), std::mt19937(seed));
+  std::vector<int32_t> tables(S * max_blocks, 0);
+  std::vector<int32_t> qstart{0}, ctx;
+  int64_t next = 0;
+  for (int64_t s = 0; s < S; ++s) {
+    const int64_t n = seqs[s].cached + seqs[s].q_len;
+    for (int64_t b = 0; b < (n + block_size - 1) / block_size; ++b) tables[s * max_blocks + b] = ids[next++];
+    qstart.push_back(qstart.back() + static_cast<int32_t>(seqs[s].q_len));
+    ctx.push_back(static_cast<int32_t>(n));
+  }
+  // The same random cache bytes in both backends (bf16 values are bf16-representable).
+  const size_t elems = static_cast<size_t>(num_blocks * block_size * kv_row);
+  const auto kf = random_floats(elems, seed + 1), vf = random_floats(elems, seed + 2);
+  std::vector<uint8_t> kbytes, vbytes;
+  if (kv_dtype == DType::kF32) {
+    kbytes.assign(reinterpret_cast<const uint8_t*>(kf.data()), reinterpret_cast<const uint8_t*>(kf.data() + elems));
+    vbytes.assign(reinterpret_cast<const uint8_t*>(vf.data()), reinterpret_cast<const uint8_t*>(vf.data() + elems));
+  } else {
+    const auto kb = to_bf16(kf), vb = to_bf16(vf);
+    kbytes.assign(reinterpret_cast<const uint8_t*>(kb.data()), reinterpret_cast<const uint8_t*>(kb.data() + elems));
+    vbytes.assign(reinterpret_cast<const uint8_t*>(vb.data()), reinterpret_cast<const uint8_t*>(vb.data() + elems));
+  }
+  const auto q = random_floats(T * q_row, seed + 3, 2.0f);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+
+  KvCacheLayer cc{kv_dtype, num_blocks, block_size, geo.num_kv_heads, D, kbytes.data(), vbytes.data()};
+  std::vector<float> ref(T * q_row, -1.0f);
+  PagedAttentionArgs ca{T, S, geo.num_heads, max_blocks, scale, q.data(), qstart.data(), ctx.data(), tables.data(),
+                        ref.data()};
+  ASSERT_TRUE(c->paged_attention(ca, cc).ok());
+
+  Buffer dk = to_device(*g, kbytes), dv = to_device(*g, vbytes), dq = to_device(*g, q);
+  Buffer dqs = to_device(*g, qstart), dctx = to_device(*g, ctx), dtab = to_device(*g, tables);
+  auto dout = g->alloc(T * q_row * sizeof(float));
+  ASSERT_TRUE(dout.ok());
+  KvCacheLayer gc{kv_dtype, num_blocks, block_size, geo.num_kv_heads, D, dk.data(), dv.data()};
+  PagedAttentionArgs ga{T, S, geo.num_heads, max_blocks, scale, dq.as<float>(), dqs.as<int32_t>(),
+                        dctx.as<int32_t>(), dtab.as<int32_t>(), dout->as<float>()};
+  Status st = g->paged_attention(ga, gc);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  st = g->synchronize();
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  std::string what = "attention H=" + std::to_string(geo.num_heads) + "/" + std::to_string(geo.num_kv_heads) +
+                     " D=" + std::to_string(D) + " bs=" + std::to_string(block_size) + " " + dtype_name(kv_dtype) +
+                     " seqs:";
+  for (const SeqSpec& s : seqs) what += " (" + std::to_string(s.cached) + "+" + std::to_string(s.q_len) + ")";
+  expect_nmse(to_host<float>(*g, *dout, ref.size()), ref, 1e-9, what);
+}
+
+const Geometry kGeometries[] = {
+    {32, 8, 128},  // Llama-3-8B (GQA 4)
+    {8, 1, 128},   // Llama-3-70B grouping (GQA 8: two head chunks per KV head at D=128)
+    {8, 1, 64},    // tiny-gqa8
+    {9, 3, 64},    // SmolLM2 (GQA 3)
+    {12, 1, 64},   // GQA 12 (two head chunks at D=64)
+    {4, 4, 128},   // no grouping
+};
+
+TEST(CudaAttention, DecodeBatches) {
+  // Small decode batches take the split-KV path; the 64-sequence batch does not.
+  for (const Geometry& geo : kGeometries) {
+    for (int64_t bs : {1, 16}) {
+      for (DType dt : {DType::kF32, DType::kBF16}) {
+        run_attention(geo, bs, dt, {{0, 1}}, 1);
+        run_attention(geo, bs, dt, {{8999, 1}}, 2);
+        run_attention(geo, bs, dt, {{5, 1}, {700, 1}, {4096, 1}, {96, 1}, {1, 1}, {2999, 1}, {8191, 1}}, 3);
+      }
+    }
+  }
+  std::vector<SeqSpec> many;
+  for (int i = 0; i < 64; ++i) many.push_back({static_cast<int64_t>(37 * i + 3), 1});
+  run_attention({32, 8, 128}, 16, DType::kBF16, many, 4);
+}
+
+TEST(CudaAttention, PrefillAndChunks) {
+  for (const Geometry& geo : {kGeometries[0], kGeometries[2], kGeometries[3], kGeometries[4]}) {
+    for (int64_t bs : {1, 16}) {
+      for (DType dt : {DType::kF32, DType::kBF16}) {
+        run_attention(geo, bs, dt, {{0, 7}}, 5);
+        run_attention(geo, bs, dt, {{0, 769}}, 6);
+        run_attention(geo, bs, dt, {{8743, 257}}, 7);  // a late chunk of a 9000-token prompt
+      }
+    }
+  }
+}
+
+TEST(CudaAttention, MixedBatch) {
+  const std::vector<SeqSpec> mixed = {{4999, 1}, {0, 97}, {8993, 7}, {0, 1}, {731, 769}, {15, 0}, {16, 16}};
+  for (const Geometry& geo : kGeometries)
+    for (int64_t bs : {1, 16})
+      for (DType dt : {DType::kF32, DType::kBF16}) run_attention(geo, bs, dt, mixed, 8);
+}
+
+// Small enough for compute-sanitizer: every geometry, both block sizes and dtypes, the
+// split-KV path (the 600-token decode) and the plain path in one batch.
+TEST(CudaAttention, SanitizerSized) {
+  const std::vector<SeqSpec> small = {{599, 1}, {0, 33}, {40, 9}, {0, 1}};
+  for (const Geometry& geo : kGeometries)
+    for (int64_t bs : {1, 16})
+      for (DType dt : {DType::kF32, DType::kBF16}) run_attention(geo, bs, dt, small, 10);
+  run_attention({32, 8, 128}, 16, DType::kBF16, {{599, 1}}, 11);
+}
+
+TEST(CudaAttention, LongPrefill) {
+  // A 5125-token prompt in one step (query-parallel path only).
+  run_attention({8, 2, 128}, 16, DType::kBF16, {{0, 5125}}, 9);
+}
+
+void run_kv_write(DType dt, int64_t block_size, int64_t n, uint32_t seed) {
+  auto g = gpu_backend();
+  auto c = cpu_reference();
+  ASSERT_TRUE(g && c);
+  const int64_t KH = 8, D = 128, row = KH * D;
+  const int64_t num_blocks = (n + block_size - 1) / block_size + 3;
+  const int64_t slots_total = num_blocks * block_size;
+  std::vector<int64_t> all(slots_total);
+  std::iota(all.begin(), all.end(), 0);
+  std::shuffle(all.begin(), all.end(), std::mt19937(seed));
+  std::vector<int64_t> slots(all.begin(), all.begin() + n);
+  if (n > 3) slots[n / 2] = -1;  // padding token: skipped
+  const auto k = random_floats(n * row, seed + 1), v = random_floats(n * row, seed + 2);
+  const size_t bytes = slots_total * row * (dt == DType::kF32 ? 4 : 2);
+  std::vector<uint8_t> kc(bytes, 0), vc(bytes, 0);
+  KvCacheLayer cl{dt, num_blocks, block_size, KH, D, kc.data(), vc.data()};
+  KvWriteArgs ca{n, k.data(), v.data(), slots.data()};
+  ASSERT_TRUE(c->kv_write(ca, cl).ok());
+  auto dk = g->alloc(bytes), dv = g->alloc(bytes);
+  ASSERT_TRUE(dk.ok() && dv.ok());
+  ASSERT_TRUE(g->zero(dk->data(), bytes).ok());
+  ASSERT_TRUE(g->zero(dv->data(), bytes).ok());
+  Buffer dkin = to_device(*g, k), dvin = to_device(*g, v), dslots = to_device(*g, slots);
+  KvCacheLayer gl{dt, num_blocks, block_size, KH, D, dk->data(), dv->data()};
+  KvWriteArgs ga{n, dkin.as<float>(), dvin.as<float>(), dslots.as<int64_t>()};
+  ASSERT_TRUE(g->kv_write(ga, gl).ok());
+  ASSERT_TRUE(g->synchronize().ok());
+  EXPECT_TRUE(to_host<uint8_t>(*g, *dk, bytes) == kc) << "k cache differs, n=" << n << " " << dtype_name(dt);
+  EXPECT_TRUE(to_host<uint8_t>(*g, *dv, bytes) == vc) << "v cache differs, n=" << n << " " << dtype_name(dt);
+}
+
+TEST(CudaKvWrite, MatchesCpuBitExact) {
+  for (DType dt : {DType::kF32, DType::kBF16})
+    for (int64_t bs : {1, 16})
+      for (int64_t n : {1, 7, 97, 769, 5125}) run_kv_write(dt, bs, n, static_cast<uint32_t>(n + bs));
+}
+
+TEST(CudaKvWrite, SlotPastTheCacheIsReported) {
+  auto g = gpu_backend();
+  ASSERT_TRUE(g);
+  auto kc = g->alloc(4 * 16 * 128 * 4), vc = g->alloc(4 * 16 * 128 * 4);
+  ASSERT_TRUE(kc.ok() && vc.ok());
+  Buffer k = to_device(*g, random_floats(128, 1)), v = to_device(*g, random_floats(128, 2));
+  Buffer slots = to_device(*g, std::vector<int64_t>{64});
+  KvCacheLayer l{DType::kF32, 4, 16, 1, 128, kc->data(), vc->data()};
+  ASSERT_TRUE(g->kv_write({1, k.as<float>(), v.as<float>(), slots.as<int64_t>()}, l).ok());
+  EXPECT_EQ(g->synchronize().code(), StatusCode::kOutOfRange);
+}
+
+}  // namespace
+}  // namespace lancet
