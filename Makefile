@@ -2,13 +2,13 @@
 #   make deps   install Debian packages and Python test tools (idempotent)
 #   make        build (Release) -> build/lancet
 #   make test   deps + default model + build + all test suites (+ sanitizer and fuzz runs)
-#   make run    deps + build + default model + start lancet on it
+#   make run    deps + build + default model + start the server on it (http://127.0.0.1:8000)
 JOBS ?= $(shell nproc)
 BUILD ?= build
 MODEL ?= models/SmolLM2-135M-Instruct.Q4_1.gguf
 CMAKE_FLAGS ?=
 
-.PHONY: all build deps model test test-unit test-sanitize test-fuzz test-long run clean
+.PHONY: all build deps model test test-unit test-sanitize test-fuzz test-long run chat clean
 
 all: build
 
@@ -42,7 +42,13 @@ test: deps model
 test-long: deps model build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L long
 
+HOST ?= 127.0.0.1
+PORT ?= 8000
 run: deps model build
+	@$(BUILD)/lancet serve --model $(MODEL) --host $(HOST) --port $(PORT)
+
+# Chat with the default model in the terminal instead.
+chat: deps model build
 	@$(BUILD)/lancet run --model $(MODEL)
 
 clean:
