@@ -147,6 +147,32 @@ std::vector<float> llama3_rope_freq_factors(const ModelConfig& c) {
   return out;
 }
 
+std::vector<float> llama3_rope_freq_factors_hf_rounded(const ModelConfig& c, DType dtype) {
+  const RopeScaling& rs = c.rope_scaling;
+  const float old_ctx = static_cast<float>(rs.original_max_position_embeddings);
+  const float low_wavelen = old_ctx / static_cast<float>(rs.low_freq_factor);
+  const float high_wavelen = old_ctx / static_cast<float>(rs.high_freq_factor);
+  const float factor = static_cast<float>(rs.factor);
+  std::vector<float> out;
+  for (int64_t i = 0; i < c.head_dim; i += 2) {
+    // transformers' _compute_llama3_parameters, in float32.
+    const float base = 1.0f / std::pow(static_cast<float>(c.rope_theta),
+                                       static_cast<float>(i) / static_cast<float>(c.head_dim));
+    const float wavelen = 2.0f * static_cast<float>(std::numbers::pi) / base;
+    float inv = wavelen > low_wavelen ? base / factor : base;
+    if (!(wavelen < high_wavelen) && !(wavelen > low_wavelen)) {
+      const float smooth = (old_ctx / wavelen - static_cast<float>(rs.low_freq_factor)) /
+                           static_cast<float>(rs.high_freq_factor - rs.low_freq_factor);
+      inv = (1.0f - smooth) * inv / factor + smooth * inv;
+    }
+    // The buffer's dtype rounding.
+    if (dtype == DType::kBF16) inv = bf16_to_f32(f32_to_bf16(inv));
+    if (dtype == DType::kF16) inv = f16_to_f32(f32_to_f16(inv));
+    out.push_back(static_cast<float>(static_cast<double>(base) / static_cast<double>(inv)));
+  }
+  return out;
+}
+
 Status convert_to_gguf(const ModelSource& src, const std::string& out_path, DType weight_type) {
   const ModelConfig& c = src.config();
   if (!supported_weight_type(weight_type)) {
@@ -188,7 +214,10 @@ Status convert_to_gguf(const ModelSource& src, const std::string& out_path, DTyp
                                  }));
   }
   if (c.rope_scaling.type == RopeType::kLlama3) {
-    std::vector<float> f = llama3_rope_freq_factors(c);
+    const bool hf_rounded = std::string(src.format()) == "safetensors" &&
+                            (c.dtype == DType::kBF16 || c.dtype == DType::kF16);
+    std::vector<float> f = hf_rounded ? llama3_rope_freq_factors_hf_rounded(c, c.dtype)
+                                      : llama3_rope_freq_factors(c);
     std::vector<uint8_t> bytes(f.size() * 4);
     std::memcpy(bytes.data(), f.data(), bytes.size());
     RETURN_IF_ERROR(w.add_tensor("rope_freqs.weight", DType::kF32,

@@ -27,4 +27,10 @@ int64_t gguf_qk_source_row(int64_t out_row, int64_t head_dim);
 // Llama 3 per-dimension frequency divisors ([head_dim / 2]) as llama.cpp computes them.
 std::vector<float> llama3_rope_freq_factors(const ModelConfig& config);
 
+// The same divisors, adjusted so that theta^(-2i/d) / factor reproduces the inverse frequencies
+// transformers actually uses for a checkpoint stored in `dtype` (bf16/f16): it computes them in
+// float32 and keeps them in a buffer of the checkpoint's dtype, i.e. rounded. With these, a
+// converted model computes the logits of the HF reference, not of an unrounded variant.
+std::vector<float> llama3_rope_freq_factors_hf_rounded(const ModelConfig& config, DType dtype);
+
 }  // namespace lancet
