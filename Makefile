@@ -8,7 +8,7 @@ BUILD ?= build
 MODEL ?= models/SmolLM2-135M-Instruct.Q4_1.gguf
 CMAKE_FLAGS ?=
 
-.PHONY: all build deps model test test-unit test-sanitize test-fuzz test-long run chat clean
+.PHONY: all build deps model test test-unit test-sanitize test-fuzz run chat clean
 
 all: build
 
@@ -23,7 +23,7 @@ build:
 	@cmake --build $(BUILD) -j $(JOBS)
 
 test-unit: build
-	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE "long|gpu"
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE gpu
 
 # The model-file parsers again under ASan + UBSan (corrupt-file cases).
 test-sanitize:
@@ -37,10 +37,6 @@ test: deps model
 	@$(MAKE) --no-print-directory test-unit
 	@$(MAKE) --no-print-directory test-sanitize
 	@$(MAKE) --no-print-directory test-fuzz
-
-# Slow tiers (long fixture cases) kept out of CI.
-test-long: deps model build
-	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L long
 
 HOST ?= 127.0.0.1
 PORT ?= 8000
