@@ -51,6 +51,9 @@ struct WeightMatrix {
   WeightScale scale_kind = WeightScale::kNone;
   const float* scales = nullptr;   // [1] (per tensor) or [rows] (per row), backend memory
   std::shared_ptr<void> owner;     // keeps uploaded copies alive (null when zero-copy)
+  // A backend-private copy in the layout of that backend's kernels (CPU: row-interleaved
+  // blocks, backend/cpu/quant_gemm.h), kept alive by owner; null when only data is used.
+  const void* packed = nullptr;
 };
 
 // What to make a WeightMatrix from: a 2-D tensor of the model source plus optional FP8 scales.
@@ -171,6 +174,12 @@ struct CpuBackendOptions {
   // "auto" picks the best instruction set the CPU has; "avx512", "avx2", "scalar" force one
   // (an unsupported choice is an error).
   std::string isa = "auto";
+  // Q8_0/Q4_0/Q4_1 weights: kOn multiplies activations quantized to int8 per 32-block as
+  // llama.cpp does (Q8_0, or Q8_1 for Q4_1), with integer dot products; kOff uses f32 tiles
+  // of the dequantized weights (exact w.r.t. dequantize-then-matmul). kAuto is on, except
+  // under a forced isa "avx2"/"scalar", which other backends' tests use as exact references.
+  enum class QuantActivations { kAuto, kOn, kOff };
+  QuantActivations quant_activations = QuantActivations::kAuto;
 };
 
 StatusOr<std::unique_ptr<Backend>> make_cpu_backend(const CpuBackendOptions& opts = {});

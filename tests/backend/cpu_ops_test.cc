@@ -3,10 +3,12 @@
 // float weight format (FP8 with per-tensor and per-row scales), quantized matmul vs the
 // quant library's dequantize_row + f32 matmul, embedding gathers, fused add+RMSNorm, rope in
 // both layouts, SiLU*mul and row gathers.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "cpu_test_util.h"
-#include "backend/cpu/quant_dot.h"
+#include "backend/cpu/quant_gemm.h"
 #include "quant/gguf_blocks.h"
 
 namespace lancet {
@@ -28,6 +30,78 @@ std::vector<float> ref_matmul(const std::vector<float>& x, int64_t n, const std:
       y[i * m + j] = static_cast<float>(s);
     }
   return y;
+}
+
+// llama.cpp's activation quantization, written from its definition (Q8_0 / Q8_1 per 32-block:
+// d = amax / 127 stored as f16, q = round-to-nearest-even(x * 127 / amax), s = f16(d * sum q)).
+struct RefActBlock {
+  float d, s;
+  int sum;
+  int q[32];
+};
+std::vector<RefActBlock> ref_quantize_acts(const std::vector<float>& x, int64_t n, int64_t k) {
+  std::vector<RefActBlock> out(n * (k / 32));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t b = 0; b < k / 32; ++b) {
+      RefActBlock& o = out[i * (k / 32) + b];
+      const float* v = x.data() + i * k + b * 32;
+      float amax = 0;
+      for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(v[j]));
+      const float d = amax / 127.f, id = amax > 0 ? 127.f / amax : 0.f;
+      o.sum = 0;
+      for (int j = 0; j < 32; ++j) {
+        o.q[j] = static_cast<int>(std::nearbyint(v[j] * id));
+        o.sum += o.q[j];
+      }
+      o.d = f16_to_f32(f32_to_f16(d));
+      o.s = f16_to_f32(f32_to_f16(d * static_cast<float>(o.sum)));
+    }
+  return out;
+}
+
+// y = W . x in double, as llama.cpp defines the Q8_0/Q4_0 (x Q8_0) and Q4_1 (x Q8_1) dots:
+// per block dw * dx * int_dot (+ mw * s for Q4_1).
+std::vector<double> ref_quant_matmul(DType dt, const std::vector<uint8_t>& bytes, int64_t m, int64_t k,
+                                     const std::vector<float>& x, int64_t n) {
+  const auto acts = ref_quantize_acts(x, n, k);
+  const uint64_t rb = *dtype_row_bytes(dt, k);
+  std::vector<double> y(n * m);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t r = 0; r < m; ++r) {
+      double acc = 0;
+      for (int64_t b = 0; b < k / 32; ++b) {
+        const RefActBlock& a = acts[i * (k / 32) + b];
+        const uint8_t* row = bytes.data() + r * rb;
+        long dot = 0;
+        double dw, extra = 0;
+        if (dt == DType::kQ8_0) {
+          const auto& blk = reinterpret_cast<const BlockQ8_0*>(row)[b];
+          for (int j = 0; j < 32; ++j) dot += blk.qs[j] * a.q[j];
+          dw = f16_to_f32(blk.d);
+        } else if (dt == DType::kQ4_0) {
+          const auto& blk = reinterpret_cast<const BlockQ4_0*>(row)[b];
+          for (int j = 0; j < 16; ++j) dot += ((blk.qs[j] & 15) - 8) * a.q[j] + ((blk.qs[j] >> 4) - 8) * a.q[j + 16];
+          dw = f16_to_f32(blk.d);
+        } else {
+          const auto& blk = reinterpret_cast<const BlockQ4_1*>(row)[b];
+          for (int j = 0; j < 16; ++j) dot += (blk.qs[j] & 15) * a.q[j] + (blk.qs[j] >> 4) * a.q[j + 16];
+          dw = f16_to_f32(blk.d);
+          extra = static_cast<double>(f16_to_f32(blk.m)) * a.s;
+        }
+        acc += dw * a.d * static_cast<double>(dot) + extra;
+      }
+      y[i * m + r] = acc;
+    }
+  return y;
+}
+
+double rel_max_err_d(const std::vector<float>& a, const std::vector<double>& b) {
+  double e = 0, mx = 1e-30;
+  for (size_t i = 0; i < a.size(); ++i) {
+    e = std::max(e, std::fabs(a[i] - b[i]));
+    mx = std::max(mx, std::fabs(b[i]));
+  }
+  return e / mx;
 }
 
 // Encodes f32 rows into `dt` with the quant library; returns bytes and the decoded values.
@@ -86,23 +160,92 @@ void check_matmul(DType dt, int64_t m, int64_t k, WeightScale scale_kind = Weigh
       const auto x = random_floats(n * k, 3 + n);
       std::vector<float> y(n * m, 123.f);
       ASSERT_TRUE(be->matmul(x.data(), n, *wm, y.data()).ok());
-      // Decode-sized batches of 32-block formats take the int8 path (quant_dot.h) on VNNI
-      // CPUs: exact against the int8-rounded activations, ~1e-2 against the f32 ones.
-      const bool int8_path = isa == "avx512" && n <= 4 && scale_kind == WeightScale::kNone &&
-                             cpu::quant_rows_dot_vnni(dt) != nullptr;
-      std::vector<float> xr = x;
+      // With the default options, Q8_0/Q4_0/Q4_1 take the int8-activation path under isa
+      // avx512 (auto's choice here): exact against the int8-rounded activations, ~1e-2
+      // against the f32 ones. Forced avx2/scalar are the exact f32-tile references.
+      const bool int8_path = isa == "avx512" && scale_kind == WeightScale::kNone && cpu::quant_gemm_supports(dt);
       if (int8_path) {
-        std::vector<cpu::ActQ8Block> q(k / 32);
-        for (int64_t i = 0; i < n; ++i) {
-          cpu::quantize_activation_q8(x.data() + i * k, k, q.data());
-          for (int64_t b = 0; b < k / 32; ++b)
-            for (int t = 0; t < 32; ++t) xr[i * k + b * 32 + t] = q[b].d * q[b].q[t];
-        }
         EXPECT_LT(rel_max_err(y, ref_matmul(x, n, decoded, m, k)), 3e-2) << dtype_name(dt) << " int8 path";
+        EXPECT_LT(rel_max_err_d(y, ref_quant_matmul(dt, bytes, m, k, x, n)), 2e-6)
+            << dtype_name(dt) << " int8 path n " << n << " m " << m << " k " << k;
+        continue;
       }
-      EXPECT_LT(rel_max_err(y, ref_matmul(xr, n, decoded, m, k)), 2e-6)
+      EXPECT_LT(rel_max_err(y, ref_matmul(x, n, decoded, m, k)), 2e-6)
           << dtype_name(dt) << " isa " << isa << " n " << n << " m " << m << " k " << k;
     }
+  }
+}
+
+std::unique_ptr<Backend> quant_backend(const std::string& isa) {
+  CpuBackendOptions o;
+  o.isa = isa;
+  o.num_threads = 2;
+  o.quant_activations = CpuBackendOptions::QuantActivations::kOn;
+  auto b = make_cpu_backend(o);
+  EXPECT_TRUE(b.ok());
+  return std::move(b).value();
+}
+
+// The int8-activation path on every ISA: against llama.cpp's formula in double, and bit-equal
+// across ISAs and batch sizes (a token's logits must not depend on the batch it runs in).
+TEST(CpuQuantMatmul, EveryIsaMatchesLlamaCppFormulaAndEachOther) {
+  for (DType dt : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1}) {
+    for (auto [m, k] : {std::pair<int64_t, int64_t>{1, 32}, {7, 96}, {16, 64}, {37, 736}, {97, 160}}) {
+      const auto w = random_floats(m * k, 11 + m + k);
+      std::vector<uint8_t> bytes;
+      std::vector<float> decoded;
+      encode(dt, w, m, k, &bytes, &decoded);
+      TensorView tv{dt, {m, k}, bytes.data(), bytes.size()};
+      const int64_t n_max = 13;
+      auto x = random_floats(n_max * k, 5 + k, 3.f);
+      for (int64_t i = 0; i < k; ++i) x[i] = 0.f;  // an all-zero row: d = 0
+      std::vector<float> first;
+      for (const std::string& isa : available_isas()) {
+        auto be = quant_backend(isa);
+        auto wm = be->upload_weight({"w", &tv, nullptr});
+        ASSERT_TRUE(wm.ok());
+        ASSERT_NE(wm->packed, nullptr);
+        std::vector<float> all(n_max * m, 7.f);
+        ASSERT_TRUE(be->matmul(x.data(), n_max, *wm, all.data()).ok());
+        EXPECT_LT(rel_max_err_d(all, ref_quant_matmul(dt, bytes, m, k, x, n_max)), 2e-6)
+            << dtype_name(dt) << " " << isa << " m " << m << " k " << k;
+        for (int64_t i = 0; i < m; ++i) EXPECT_EQ(all[i], 0.f);
+        if (first.empty()) first = all;
+        EXPECT_EQ(all, first) << dtype_name(dt) << " isa " << isa << " differs from " << available_isas()[0];
+        for (int64_t n : {1, 5}) {  // the same rows again in smaller batches
+          std::vector<float> part(n * m);
+          ASSERT_TRUE(be->matmul(x.data() + 7 * k, n, *wm, part.data()).ok());
+          EXPECT_TRUE(std::equal(part.begin(), part.end(), all.begin() + 7 * m)) << isa << " n " << n;
+        }
+      }
+    }
+  }
+}
+
+// The activation quantizers of every ISA against the definition, ties to even included.
+TEST(CpuQuantMatmul, ActivationQuantizationMatchesDefinition) {
+  const int64_t n = 3, k = 96;
+  auto x = random_floats(n * k, 21, 2.f);
+  // Block 0 of row 0: amax 127 -> id = 1, so 2.5 and -3.5 sit exactly on ties.
+  x[0] = 127.f, x[1] = 2.5f, x[2] = -3.5f, x[3] = 0.5f, x[4] = -126.5f;
+  const auto ref = ref_quantize_acts(x, n, k);
+  std::vector<const cpu::QuantGemmKernels*> ks = {cpu::quant_gemm_scalar(), cpu::quant_gemm_avx2(),
+                                                  cpu::quant_gemm_vnni()};
+  for (const cpu::QuantGemmKernels* qk : ks) {
+    if (!qk) continue;
+    cpu::QuantActsBuffer buf;
+    const cpu::QuantActs a = buf.prepare(n, k);
+    qk->quantize_rows(x.data(), k, 0, n, buf);
+    for (int64_t i = 0; i < n * (k / 32); ++i) {
+      EXPECT_EQ(a.d[i], ref[i].d) << qk->isa;
+      EXPECT_EQ(a.s[i], ref[i].s) << qk->isa;
+      EXPECT_EQ(a.sum[i], ref[i].sum) << qk->isa;
+      for (int j = 0; j < 32; ++j) ASSERT_EQ(a.q[i * 32 + j], ref[i].q[j]) << qk->isa << " block " << i;
+    }
+    EXPECT_EQ(a.q[1], 2);
+    EXPECT_EQ(a.q[2], -4);
+    EXPECT_EQ(a.q[3], 0);
+    EXPECT_EQ(a.q[4], -126);
   }
 }
 

@@ -1,8 +1,10 @@
 // The real default model (SmolLM2-135M-Instruct, Q4_1 GGUF with a Q8_0 tied embedding,
 // interleaved rope, 9 q / 3 kv heads) against an independent float64 numpy forward pass over
 // weights dequantized by the PyPI `gguf` package, with q/k rows un-permuted back to HF order
-// and HF's rotate-half rope. Prompt logits (f32 weight tiles) must agree to 1e-4; decode
-// logits (int8 activation dot products on VNNI CPUs) to 5e-2 with the same top-1.
+// and HF's rotate-half rope. With exact matmuls (dequantized f32 weight tiles) every logit row,
+// prompt and decode, must agree to 1e-4 with the same top-1; with the default llama.cpp-style
+// int8 activations (Q8_1 / Q8_0 per 32-block; ~0.5 logit of rounding noise on logits up to
+// ~25) to 1e-1, and our top-1 must be a token the reference puts within 1 logit of its best.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -78,39 +80,49 @@ TEST(GgufSmolLM2, MatchesNumpyForwardOverGgufPyDequantizedWeights) {
   const int64_t T = static_cast<int64_t>(ids.size());
   ASSERT_EQ(static_cast<int64_t>(ref.size()), T * V);
   EXPECT_TRUE((*src)->config().rope_interleaved);
-  auto be = make_backend("cpu");
-  LlamaModelOptions mo;
-  mo.max_model_len = 64;
-  auto model = LlamaModel::create(**src, **be, mo);
-  ASSERT_TRUE(model.ok()) << model.status().to_string();
-  auto cache = PagedKvCache::create(**be, (*model)->kv_cache_config(4)).value();
-  const int64_t seq = cache->add_sequence();
+  using QA = CpuBackendOptions::QuantActivations;
+  for (QA mode : {QA::kOff, QA::kAuto}) {
+    SCOPED_TRACE(mode == QA::kOff ? "exact f32 tiles" : "int8 activations");
+    const double tol = mode == QA::kOff ? 1e-4 : 1e-1;
+    const double top1_slack = mode == QA::kOff ? 0.0 : 1.0;
+    CpuBackendOptions bo;
+    bo.quant_activations = mode;
+    auto be = make_cpu_backend(bo);
+    ASSERT_TRUE(be.ok());
+    LlamaModelOptions mo;
+    mo.max_model_len = 64;
+    auto model = LlamaModel::create(**src, **be, mo);
+    ASSERT_TRUE(model.ok()) << model.status().to_string();
+    auto cache = PagedKvCache::create(**be, (*model)->kv_cache_config(4)).value();
+    const int64_t seq = cache->add_sequence();
 
-  auto compare = [&](const float* got, int64_t row, double tol) {
-    double err = 0, mx = 0;
-    int64_t a = 0, b = 0;
-    for (int64_t v = 0; v < V; ++v) {
-      const double r = ref[row * V + v];
-      err = std::max(err, std::fabs(got[v] - r));
-      mx = std::max(mx, std::fabs(r));
-      if (got[v] > got[a]) a = v;
-      if (r > ref[row * V + b]) b = v;
-    }
-    EXPECT_LT(err / mx, tol) << "row " << row;
-    EXPECT_EQ(a, b) << "row " << row;
-  };
-  // Prompt minus its last token in one step (all rows), then the last token as a decode step.
-  SequenceStep s{seq, ids.data(), T - 1, 0, LogitsMode::kAll, {}};
-  auto st = build_step(**be, *cache, {s});
-  ASSERT_TRUE(st.ok());
-  std::vector<float> logits;
-  ASSERT_TRUE((*model)->forward(*st, *cache, &logits).ok());
-  for (int64_t r = 0; r < T - 1; ++r) compare(logits.data() + r * V, r, 1e-4);
-  SequenceStep d{seq, ids.data() + T - 1, 1, T - 1, LogitsMode::kLast, {}};
-  auto ds = build_step(**be, *cache, {d});
-  ASSERT_TRUE(ds.ok());
-  ASSERT_TRUE((*model)->forward(*ds, *cache, &logits).ok());
-  compare(logits.data(), T - 1, 5e-2);
+    auto compare = [&](const float* got, int64_t row) {
+      double err = 0, mx = 0;
+      int64_t a = 0, b = 0;
+      for (int64_t v = 0; v < V; ++v) {
+        const double r = ref[row * V + v];
+        err = std::max(err, std::fabs(got[v] - r));
+        mx = std::max(mx, std::fabs(r));
+        if (got[v] > got[a]) a = v;
+        if (r > ref[row * V + b]) b = v;
+      }
+      EXPECT_LT(err / mx, tol) << "row " << row;
+      if (top1_slack == 0.0) EXPECT_EQ(a, b) << "row " << row;
+      EXPECT_GE(ref[row * V + a], ref[row * V + b] - top1_slack) << "row " << row << " picks " << a;
+    };
+    // Prompt minus its last token in one step (all rows), then the last token as a decode step.
+    SequenceStep s{seq, ids.data(), T - 1, 0, LogitsMode::kAll, {}};
+    auto st = build_step(**be, *cache, {s});
+    ASSERT_TRUE(st.ok());
+    std::vector<float> logits;
+    ASSERT_TRUE((*model)->forward(*st, *cache, &logits).ok());
+    for (int64_t r = 0; r < T - 1; ++r) compare(logits.data() + r * V, r);
+    SequenceStep d{seq, ids.data() + T - 1, 1, T - 1, LogitsMode::kLast, {}};
+    auto ds = build_step(**be, *cache, {d});
+    ASSERT_TRUE(ds.ok());
+    ASSERT_TRUE((*model)->forward(*ds, *cache, &logits).ok());
+    compare(logits.data(), T - 1);
+  }
 }
 
 }  // namespace

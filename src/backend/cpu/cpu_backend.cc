@@ -7,12 +7,13 @@
 #include <cstring>
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "quant/gguf_blocks.h"
 
 namespace lancet::cpu {
 
-CpuBackend::CpuBackend(const CpuKernels* kernels, std::unique_ptr<ThreadPool> own_pool)
-    : kernels_(kernels), own_pool_(std::move(own_pool)) {}
+CpuBackend::CpuBackend(const CpuKernels* kernels, const QuantGemmKernels* quant, int num_threads)
+    : kernels_(kernels), quant_(quant), pool_(num_threads) {}
 
 StatusOr<Buffer> CpuBackend::alloc(size_t nbytes) {
   const size_t rounded = (std::max<size_t>(nbytes, 1) + 63) / 64 * 64;
@@ -79,6 +80,13 @@ StatusOr<WeightMatrix> CpuBackend::upload_weight(const WeightSpec& spec) {
     w.scale_kind = ns == 1 ? WeightScale::kPerTensor : WeightScale::kPerRow;
     w.scales = vals->data();
     w.owner = vals;
+  }
+  if (quant_ && quant_gemm_supports(w.dtype)) {
+    // One repacked copy for the integer kernels; data stays the mapped rows (embedding
+    // gathers and the f32-tile path read those).
+    std::shared_ptr<PackedWeight> packed = pack_weight(w);
+    w.packed = packed.get();
+    w.owner = std::move(packed);
   }
   return w;
 }
@@ -193,12 +201,12 @@ namespace lancet {
 
 StatusOr<std::unique_ptr<Backend>> make_cpu_backend(const CpuBackendOptions& opts) {
   ASSIGN_OR_RETURN(const cpu::CpuKernels* k, cpu::select_kernels(opts.isa));
-  std::unique_ptr<ThreadPool> pool;
-  if (opts.num_threads > 0) pool = std::make_unique<ThreadPool>(opts.num_threads);
-  auto be = std::make_unique<cpu::CpuBackend>(k, std::move(pool));
-  // A forced narrower ISA (tests, comparisons) also leaves out the VNNI path.
-  be->set_quant_dot(opts.isa == "auto" || opts.isa == "avx512");
-  return std::unique_ptr<Backend>(std::move(be));
+  using QA = CpuBackendOptions::QuantActivations;
+  bool quant = opts.quant_activations == QA::kOn;
+  if (opts.quant_activations == QA::kAuto) quant = opts.isa == "auto" || opts.isa == "avx512";
+  const cpu::QuantGemmKernels* qk = quant ? cpu::select_quant_kernels(opts.isa) : nullptr;
+  const int threads = opts.num_threads > 0 ? opts.num_threads : default_thread_pool().num_threads();
+  return std::unique_ptr<Backend>(std::make_unique<cpu::CpuBackend>(k, qk, threads));
 }
 
 }  // namespace lancet

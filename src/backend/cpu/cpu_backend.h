@@ -1,6 +1,7 @@
-// The CPU backend: host memory, weights wrapped zero-copy over the mapped checkpoint, fp32
-// arithmetic with SIMD kernels picked at run time (kernels.h) and rows spread over a thread
-// pool. It is also the reference every other backend's ops are checked against.
+// The CPU backend: host memory, weights wrapped zero-copy over the mapped checkpoint (Q8_0/
+// Q4_0/Q4_1 also repacked once for the integer kernels of quant_gemm.h), fp32 arithmetic with
+// SIMD kernels picked at run time (kernels.h) and work spread over a spinning worker pool
+// (worker_pool.h). It is also the reference every other backend's ops are checked against.
 #pragma once
 
 #include <memory>
@@ -8,19 +9,20 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/kernels.h"
-#include "core/thread_pool.h"
+#include "backend/cpu/quant_gemm.h"
+#include "backend/cpu/worker_pool.h"
 
 namespace lancet::cpu {
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(const CpuKernels* kernels, std::unique_ptr<ThreadPool> own_pool);
-  // Small-batch GGUF matmuls use int8 activation dot products (quant_dot.h) when on; off,
-  // every format goes through f32 tiles (exact w.r.t. dequantize-then-matmul).
-  void set_quant_dot(bool on) { quant_dot_enabled_ = on; }
+  // quant: the integer kernels for Q8_0/Q4_0/Q4_1 weights, or null to run every format
+  // through f32 tiles (exact w.r.t. dequantize-then-matmul).
+  CpuBackend(const CpuKernels* kernels, const QuantGemmKernels* quant, int num_threads);
   const char* name() const override { return "cpu"; }
   const CpuKernels& kernels() const { return *kernels_; }
-  ThreadPool& pool() { return own_pool_ ? *own_pool_ : default_thread_pool(); }
+  const QuantGemmKernels* quant_kernels() const { return quant_; }
+  WorkerPool& pool() { return pool_; }
 
   StatusOr<Buffer> alloc(size_t nbytes) override;
   Status copy_to_device(void* dst, const void* src, size_t nbytes) override;
@@ -41,9 +43,17 @@ class CpuBackend final : public Backend {
                      float* out) override;
 
  private:
+  Status matmul_tiles(const float* x, int64_t n, const WeightMatrix& w, float* y);
+  Status matmul_quant(const float* x, int64_t n, const PackedWeight& w, float* y);
+
   const CpuKernels* kernels_;
-  std::unique_ptr<ThreadPool> own_pool_;
-  bool quant_dot_enabled_ = true;  // int8 dot products for small batches (isa auto/avx512)
+  const QuantGemmKernels* quant_;
+  WorkerPool pool_;
+  QuantActsBuffer acts_;  // activation rows quantized for the current matmul
+  std::vector<float> attn_partials_;  // split-key attention partial results
 };
+
+// The integer kernels for a forced or automatic isa ("auto": the best this CPU has).
+const QuantGemmKernels* select_quant_kernels(const std::string& isa);
 
 }  // namespace lancet::cpu
