@@ -1,6 +1,6 @@
 // Random weights of a config's shape (`--load-format dummy`): benchmarks of Llama-3-8B/70B
-// shapes without a checkpoint. Weights are bf16 N(0, 0.02) from a fixed seed (so runs are
-// repeatable), norms are 1. The tensor table is the one check_llama_tensors expects.
+// shapes without a checkpoint. Weights are bf16, uniform with standard deviation 0.02, from a
+// fixed seed (so runs are repeatable); norms are 1. The tensor table is the one check_llama_tensors expects.
 #pragma once
 
 #include <memory>

@@ -10,6 +10,14 @@
 
 namespace lancet::jinja {
 
+size_t DictData::size() const { return entries_.size(); }
+
+void DictData::clear() {
+  entries_.clear();
+  index_.clear();
+}
+
+
 const Value* DictData::find(std::string_view key) const {
   auto it = index_.find(std::string(key));
   return it == index_.end() ? nullptr : &entries_[it->second].second;

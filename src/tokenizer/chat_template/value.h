@@ -31,11 +31,9 @@ class DictData {
   const Value* find(std::string_view key) const;
   void set(const std::string& key, Value v);  // replaces in place or appends
   const std::vector<std::pair<std::string, Value>>& entries() const { return entries_; }
-  size_t size() const { return entries_.size(); }
-  void clear() {
-    entries_.clear();
-    index_.clear();
-  }
+  // Defined in value.cc, where Value is complete (clang instantiates vector members eagerly).
+  size_t size() const;
+  void clear();
 
  private:
   std::vector<std::pair<std::string, Value>> entries_;
