@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang + ASan/UBSan and runs each for a bounded time
-# (default 60 s; argument 1 overrides). Seeds come from fuzz/corpus/<target>/ when present.
+# (default 30 s; argument 1 overrides). Seeds come from fuzz/corpus/<target>/ when present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SECONDS_EACH=${1:-60}
+SECONDS_EACH=${1:-30}
 BUILD=build-fuzz
 CC=clang CXX=clang++ cmake -S . -B $BUILD -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLANCET_FUZZ=ON \
   -DLANCET_SANITIZE=ON -DLANCET_CUDA=OFF -DLANCET_TESTS=OFF > /dev/null
