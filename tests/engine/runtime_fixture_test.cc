@@ -148,7 +148,7 @@ TEST(RuntimeFixture, SharedPrefixIsComputedOnceAndGivesIdenticalOutput) {
     a.push_back(3 + rng() % 1000);
     b.push_back(3 + rng() % 1000);
   }
-  Engine& engine = (*rt)->engine();
+  AsyncEngine& engine = (*rt)->async_engine();
   auto out_a = run_batch(**rt, {greedy_request(a, 8)})[0];
   const EngineStats before = engine.stats();
   auto out_b = run_batch(**rt, {greedy_request(b, 8)})[0];
