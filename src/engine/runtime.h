@@ -73,7 +73,7 @@ class Runtime {
   // Text of one token id (for logprobs): its decoded bytes, possibly a partial character.
   std::string token_text(int32_t id) const;
 
-  Engine& engine() { return *engine_; }
+  // The engine runs on its own thread; everything goes through the AsyncEngine (thread-safe).
   AsyncEngine& async_engine() { return *async_; }
 
  private:
