@@ -59,7 +59,10 @@ StatusOr<int64_t> Engine::add_request(const GenerationRequest& req) {
     seq->seed = base_seed + static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull;
     if (tokenizer_) seq->text = std::make_unique<TextStream>(*tokenizer_, req.params.stop);
     ids.push_back(seq->id);
-    scheduler_->add(seq.get());
+    // Choices after the first wait until the first has computed the prompt, then find its
+    // full blocks in the prefix cache instead of computing them again.
+    if (i == 0 || !config_.enable_prefix_caching) scheduler_->add(seq.get());
+    else followers_[ids.front()].push_back(seq->id);
     seqs_[seq->id] = std::move(seq);
   }
   return rid;
@@ -76,7 +79,18 @@ bool Engine::has_work() const {
   return !pending_aborts_.empty();
 }
 
+void Engine::release_followers(SeqId leader) {
+  auto it = followers_.find(leader);
+  if (it == followers_.end()) return;
+  for (SeqId f : it->second) {
+    auto s = seqs_.find(f);
+    if (s != seqs_.end() && !s->second->finished()) scheduler_->add(s->second.get());
+  }
+  followers_.erase(it);
+}
+
 void Engine::finish(Sequence* seq, FinishReason reason, std::vector<TokenEvent>* events, bool emit) {
+  release_followers(seq->id);
   seq->status = SeqStatus::kFinished;
   seq->finish = reason;
   scheduler_->remove(seq);
@@ -144,6 +158,8 @@ StatusOr<std::vector<TokenEvent>> Engine::step() {
     return events;
   }
   scheduler_->on_step_done(out);
+  for (const ScheduledSeq& s : out.scheduled)
+    if (s.seq->num_computed >= s.seq->prompt_len) release_followers(s.seq->id);
 
   const int64_t vocab = model_->vocab_size();
   for (size_t i = 0; i < sampled.size(); ++i) {

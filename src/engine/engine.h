@@ -89,6 +89,8 @@ class Engine {
  private:
   void finish(Sequence* seq, FinishReason reason, std::vector<TokenEvent>* events, bool emit);
   void apply_aborts(std::vector<TokenEvent>* events);
+  // Queues the choices that waited for `leader` to compute their shared prompt.
+  void release_followers(SeqId leader);
 
   EngineConfig config_;
   ModelExecutor* model_;
@@ -96,6 +98,7 @@ class Engine {
   std::unique_ptr<Scheduler> scheduler_;
   std::map<SeqId, std::unique_ptr<Sequence>> seqs_;
   std::map<int64_t, std::vector<SeqId>> requests_;
+  std::map<SeqId, std::vector<SeqId>> followers_;  // n > 1: choices waiting for choice 0's prompt
   int64_t next_request_ = 1;
   SeqId next_seq_ = 1;
   uint64_t arrivals_ = 0;

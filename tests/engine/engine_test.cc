@@ -189,6 +189,10 @@ TEST(Engine, NGreaterThanOneGivesDistinctSeededChoices) {
   int distinct = 0;
   for (int i = 1; i < 4; ++i) distinct += r.tokens[ids[0]][i] != r.tokens[ids[0]][0];
   EXPECT_GT(distinct, 0);
+  // Choices 1..3 wait for choice 0's prompt and take its two full blocks from the prefix
+  // cache: 9 prompt tokens computed once, then 1 (the last, whose logits are needed) per choice.
+  EXPECT_EQ(engine.stats().prompt_tokens_computed, 9 + 3);
+  EXPECT_EQ(engine.stats().prefix_hits, 3 * 2);
   EXPECT_EQ(engine.stats().num_free_blocks, 500);
 }
 
