@@ -11,6 +11,9 @@
 #
 # Environment: OUT (log folder), JOBS (default 16), BUILD (default build-gpu),
 # SHARED (default ./devrun/shared), SKIP_BUILD=1 (reuse BUILD), SKIP_TIMING=1, SKIP_8B=1.
+# A GPU machine without the build's -dev packages can run binaries built elsewhere for sm_90a:
+# put lancet, tests/test_backend_cuda and bench_ops_cuda under BUILD and set SKIP_BUILD=1 (the
+# shared libraries they need must be on LD_LIBRARY_PATH).
 #
 # Logit tolerance: the CUDA backend rounds every GEMM input to BF16 (relative error 2^-9 per
 # element), so logits differ from the float32 HF reference by ~1e-3 of max|logit| after a few
