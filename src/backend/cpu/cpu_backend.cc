@@ -9,6 +9,7 @@
 
 #include "core/thread_pool.h"
 #include "quant/gguf_blocks.h"
+#include "backend/weight_check.h"
 
 namespace lancet::cpu {
 
@@ -35,36 +36,15 @@ Status CpuBackend::zero(void* dst, size_t nbytes) {
   return OkStatus();
 }
 
-static bool weight_dtype_supported(DType t) {
-  switch (t) {
-    case DType::kF32: case DType::kF16: case DType::kBF16: case DType::kF8E4M3:
-    case DType::kQ8_0: case DType::kQ4_0: case DType::kQ4_1: case DType::kQ5_0: case DType::kQ5_1:
-    case DType::kQ2_K: case DType::kQ3_K: case DType::kQ4_K: case DType::kQ5_K: case DType::kQ6_K:
-      return true;
-    default:
-      return false;
-  }
-}
-
 StatusOr<WeightMatrix> CpuBackend::upload_weight(const WeightSpec& spec) {
-  if (!spec.tensor) return InvalidArgument(spec.name + ": no tensor");
+  ASSIGN_OR_RETURN(const size_t row_bytes, check_weight_spec(spec));
   const TensorView& t = *spec.tensor;
-  if (t.shape.size() != 2 || t.shape[0] <= 0 || t.shape[1] <= 0)
-    return InvalidArgument(spec.name + ": weight must be 2-D, got " + shape_to_string(t.shape));
-  if (!weight_dtype_supported(t.dtype))
-    return Unimplemented(spec.name + ": weight dtype " + dtype_name(t.dtype) + " not supported");
   WeightMatrix w;
   w.name = spec.name;
   w.dtype = t.dtype;
   w.rows = t.shape[0];
   w.cols = t.shape[1];
-  auto rb = dtype_row_bytes(t.dtype, static_cast<uint64_t>(w.cols));
-  if (!rb) return InvalidArgument(spec.name + ": " + std::to_string(w.cols) +
-                                  " columns is not a whole number of " + dtype_name(t.dtype) + " blocks");
-  w.row_bytes = *rb;
-  if (t.nbytes < w.row_bytes * static_cast<uint64_t>(w.rows) || !t.data)
-    return InvalidArgument(spec.name + ": data holds " + std::to_string(t.nbytes) + " bytes, shape " +
-                           shape_to_string(t.shape) + " needs " + std::to_string(w.row_bytes * w.rows));
+  w.row_bytes = row_bytes;
   w.data = t.data;
   if (spec.scale) {
     if (t.dtype != DType::kF8E4M3)

@@ -12,6 +12,7 @@
 #include "backend/cuda/kernels.h"
 #include "core/thread_pool.h"
 #include "quant/gguf_blocks.h"
+#include "backend/weight_check.h"
 
 namespace lancet::cuda {
 
@@ -142,33 +143,10 @@ Status CudaBackend::launch_status(cudaError_t e, const char* op) {
 
 // ---- weights ----
 
-static bool weight_dtype_supported(DType t) {
-  switch (t) {
-    case DType::kF32: case DType::kF16: case DType::kBF16: case DType::kF8E4M3:
-    case DType::kQ8_0: case DType::kQ4_0: case DType::kQ4_1: case DType::kQ5_0: case DType::kQ5_1:
-    case DType::kQ2_K: case DType::kQ3_K: case DType::kQ4_K: case DType::kQ5_K: case DType::kQ6_K:
-      return true;
-    default:
-      return false;
-  }
-}
-
 StatusOr<WeightMatrix> CudaBackend::upload_weight(const WeightSpec& spec) {
-  if (!spec.tensor) return InvalidArgument(spec.name + ": no tensor");
+  ASSIGN_OR_RETURN(const size_t src_row_bytes, check_weight_spec(spec));
   const TensorView& t = *spec.tensor;
-  if (t.shape.size() != 2 || t.shape[0] <= 0 || t.shape[1] <= 0)
-    return InvalidArgument(spec.name + ": weight must be 2-D, got " + shape_to_string(t.shape));
-  if (!weight_dtype_supported(t.dtype))
-    return Unimplemented(spec.name + ": weight dtype " + dtype_name(t.dtype) + " not supported");
   const int64_t rows = t.shape[0], cols = t.shape[1];
-  auto rb = dtype_row_bytes(t.dtype, static_cast<uint64_t>(cols));
-  if (!rb)
-    return InvalidArgument(spec.name + ": " + std::to_string(cols) + " columns is not a whole number of " +
-                           dtype_name(t.dtype) + " blocks");
-  const size_t src_row_bytes = *rb;
-  if (!t.data || t.nbytes < src_row_bytes * static_cast<uint64_t>(rows))
-    return InvalidArgument(spec.name + ": data holds " + std::to_string(t.nbytes) + " bytes, shape " +
-                           shape_to_string(t.shape) + " needs " + std::to_string(src_row_bytes * rows));
   // FP8 scales are folded into the BF16 copy (y = x . (w * scale)).
   std::vector<float> scales;
   if (spec.scale) {
