@@ -14,6 +14,16 @@ namespace {
 
 Json null_or(const std::string& s) { return s.empty() ? Json(nullptr) : Json(s); }
 
+// The fields every completion response and chunk starts with.
+Json envelope(const ResponseMeta& meta, const char* object) {
+  Json out;
+  out["id"] = meta.id;
+  out["object"] = object;
+  out["created"] = meta.created;
+  out["model"] = meta.model;
+  return out;
+}
+
 Json bytes_json(const std::string& s) {
   Json b = Json::array();
   for (unsigned char c : s) b.push_back(static_cast<int>(c));
@@ -78,11 +88,7 @@ Json completion_logprobs_json(const std::vector<TokenLogprobInfo>& entries, size
 
 Json chat_response_json(const ResponseMeta& meta, const std::vector<ChoiceResult>& choices, bool with_logprobs,
                         const Usage& usage) {
-  Json out;
-  out["id"] = meta.id;
-  out["object"] = "chat.completion";
-  out["created"] = meta.created;
-  out["model"] = meta.model;
+  Json out = envelope(meta, "chat.completion");
   Json cs = Json::array();
   for (const auto& c : choices) {
     Json choice;
@@ -100,11 +106,7 @@ Json chat_response_json(const ResponseMeta& meta, const std::vector<ChoiceResult
 
 Json completion_response_json(const ResponseMeta& meta, const std::vector<ChoiceResult>& choices,
                               bool with_logprobs, const Usage& usage) {
-  Json out;
-  out["id"] = meta.id;
-  out["object"] = "text_completion";
-  out["created"] = meta.created;
-  out["model"] = meta.model;
+  Json out = envelope(meta, "text_completion");
   Json cs = Json::array();
   for (const auto& c : choices) {
     Json choice;
@@ -121,11 +123,7 @@ Json completion_response_json(const ResponseMeta& meta, const std::vector<Choice
 }
 
 Json chat_chunk_json(const ResponseMeta& meta, const ChunkFields& f, const Json* usage) {
-  Json out;
-  out["id"] = meta.id;
-  out["object"] = "chat.completion.chunk";
-  out["created"] = meta.created;
-  out["model"] = meta.model;
+  Json out = envelope(meta, "chat.completion.chunk");
   Json delta = Json::object();
   if (f.role) delta["role"] = "assistant";
   if (f.role || !f.content.empty()) delta["content"] = f.content;
@@ -140,11 +138,7 @@ Json chat_chunk_json(const ResponseMeta& meta, const ChunkFields& f, const Json*
 }
 
 Json completion_chunk_json(const ResponseMeta& meta, const ChunkFields& f, const Json* usage) {
-  Json out;
-  out["id"] = meta.id;
-  out["object"] = "text_completion";
-  out["created"] = meta.created;
-  out["model"] = meta.model;
+  Json out = envelope(meta, "text_completion");
   Json choice;
   choice["index"] = f.index;
   choice["text"] = f.content;
@@ -156,11 +150,7 @@ Json completion_chunk_json(const ResponseMeta& meta, const ChunkFields& f, const
 }
 
 Json usage_chunk_json(const ResponseMeta& meta, bool chat, const Usage& usage) {
-  Json out;
-  out["id"] = meta.id;
-  out["object"] = chat ? "chat.completion.chunk" : "text_completion";
-  out["created"] = meta.created;
-  out["model"] = meta.model;
+  Json out = envelope(meta, chat ? "chat.completion.chunk" : "text_completion");
   out["choices"] = Json::array();
   out["usage"] = usage_json(usage);
   return out;
