@@ -396,7 +396,10 @@ def scenario_lifecycle():
 
     def long_stream():
         try:
-            s = c.completions.create(model=model, prompt="Once upon a time", max_tokens=48, temperature=0,
+            # Long enough to still be streaming while the drain checks below run (a fast decode
+            # finishes 48 tokens inside the 0.3 s wait and the server is gone); 400 fits the
+            # server's --max-model-len 512.
+            s = c.completions.create(model=model, prompt="Once upon a time", max_tokens=400, temperature=0,
                                      stream=True, extra_body={"ignore_eos": True})
             text, finish = "", None
             for ch in s:
