@@ -64,8 +64,12 @@ struct WeightSpec {
 };
 
 // One layer's paged KV cache: K and V [num_blocks, block_size, num_kv_heads, head_dim].
+// FP8 (kF8E4M3) stores k / k_scale and v / v_scale rounded to E4M3 (saturating at 448);
+// readers multiply back by the scale. Other dtypes ignore the scales.
 struct KvCacheLayer {
-  DType dtype = DType::kF32;  // kF32 or kBF16 on CPU
+  DType dtype = DType::kF32;  // kF32, kBF16 or kF8E4M3
+  float k_scale = 1.0f;
+  float v_scale = 1.0f;
   int64_t num_blocks = 0;
   int64_t block_size = 0;
   int64_t num_kv_heads = 0;
