@@ -1,65 +1,104 @@
 // load_llama_weights: HF tensor names -> backend weights, with shape checks.
 #include "model/llama_weights.h"
 
+#include "quant/fp8_weights.h"
 #include "quant/gguf_blocks.h"
 
 namespace lancet {
 
 namespace {
 
-StatusOr<WeightMatrix> matrix(const ModelSource& src, Backend& be, const std::string& name, int64_t rows,
-                              int64_t cols) {
-  const TensorView* t = src.find(name);
-  if (!t) return NotFound(src.path() + ": missing tensor " + name);
-  if (t->shape.size() != 2 || t->shape[0] != rows || t->shape[1] != cols)
-    return InvalidArgument(src.path() + ": tensor " + name + " has shape " + shape_to_string(t->shape) +
-                           ", expected [" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
-  WeightSpec spec;
-  spec.name = name;
-  spec.tensor = t;
-  // FP8 checkpoints (both vLLM layouts) carry "<module>.weight_scale" next to "<module>.weight".
-  const std::string base = name.substr(0, name.size() - std::string("weight").size());
-  spec.scale = src.find(base + "weight_scale");
-  return be.upload_weight(spec);
-}
+bool is_fp8(DType t) { return t == DType::kF8E4M3 || t == DType::kF8E5M2; }
 
-StatusOr<Buffer> vec(const ModelSource& src, Backend& be, const std::string& name, int64_t n) {
-  const TensorView* t = src.find(name);
-  if (!t) return NotFound(src.path() + ": missing tensor " + name);
-  if (t->numel() != n)
-    return InvalidArgument(src.path() + ": tensor " + name + " has shape " + shape_to_string(t->shape) +
-                           ", expected [" + std::to_string(n) + "]");
-  return be.upload_vector_f32(*t, src.path() + ": " + name);
-}
+// Looks tensors up, converts them as the options ask and hands them to the backend.
+struct Loader {
+  const ModelSource& src;
+  Backend& be;
+  const LlamaWeightOptions& opts;
+  std::vector<std::shared_ptr<const void>>* owned;
+
+  // Keeps a converted copy alive for as long as the weights and returns a view of it.
+  TensorView keep(OwnedTensor t) {
+    auto p = std::make_shared<OwnedTensor>(std::move(t));
+    owned->push_back(p);
+    return p->view();
+  }
+
+  StatusOr<WeightMatrix> matrix(const std::string& name, int64_t rows, int64_t cols) {
+    const TensorView* t = src.find(name);
+    if (!t) return NotFound(src.path() + ": missing tensor " + name);
+    if (t->shape.size() != 2 || t->shape[0] != rows || t->shape[1] != cols)
+      return InvalidArgument(src.path() + ": tensor " + name + " has shape " + shape_to_string(t->shape) +
+                             ", expected [" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
+    WeightSpec spec;
+    spec.name = name;
+    spec.tensor = t;
+    // FP8 checkpoints (both vLLM layouts) carry "<module>.weight_scale" next to "<module>.weight".
+    const std::string base = name.substr(0, name.size() - std::string("weight").size());
+    spec.scale = src.find(base + "weight_scale");
+    TensorView converted, converted_scale;
+    if (opts.quantize_fp8 && !is_fp8(t->dtype) && fp8_quantizes_tensor(name)) {
+      auto q = quantize_weight_fp8(*t, name);
+      if (!q.ok()) return q.status().with_context(src.path());
+      converted = keep(std::move(q->weight));
+      converted_scale = keep(std::move(q->scale));
+      spec.tensor = &converted;
+      spec.scale = &converted_scale;
+    } else if (opts.quantize_fp8 && !is_fp8(t->dtype)) {
+      auto kept = fp8_kept_tensor(*t, name);
+      if (!kept.ok()) return kept.status().with_context(src.path());
+      if (kept->has_value()) {
+        converted = keep(std::move(**kept));
+        spec.tensor = &converted;
+      }
+    } else if (opts.dequantize_to_bf16 && dtype_info(t->dtype).is_quantized) {
+      auto b = tensor_to_bf16(*t, name);
+      if (!b.ok()) return b.status().with_context(src.path());
+      converted = keep(std::move(*b));
+      spec.tensor = &converted;
+    }
+    return be.upload_weight(spec);
+  }
+
+  StatusOr<Buffer> vec(const std::string& name, int64_t n) {
+    const TensorView* t = src.find(name);
+    if (!t) return NotFound(src.path() + ": missing tensor " + name);
+    if (t->numel() != n)
+      return InvalidArgument(src.path() + ": tensor " + name + " has shape " + shape_to_string(t->shape) +
+                             ", expected [" + std::to_string(n) + "]");
+    return be.upload_vector_f32(*t, src.path() + ": " + name);
+  }
+};
 
 }  // namespace
 
-StatusOr<LlamaWeights> load_llama_weights(const ModelSource& src, Backend& be) {
+StatusOr<LlamaWeights> load_llama_weights(const ModelSource& src, Backend& be, const LlamaWeightOptions& opts) {
   const ModelConfig& c = src.config();
   RETURN_IF_ERROR(c.validate());
   if (c.attention_bias || c.mlp_bias) return Unimplemented(src.path() + ": attention/mlp biases are not supported");
   const int64_t H = c.hidden_size, I = c.intermediate_size, D = c.head_dim;
   const int64_t q_dim = c.num_heads * D, kv_dim = c.num_kv_heads * D;
   LlamaWeights w;
-  ASSIGN_OR_RETURN(w.embed, matrix(src, be, "model.embed_tokens.weight", c.vocab_size, H));
+  Loader ld{src, be, opts, &w.owned};
+  ASSIGN_OR_RETURN(w.embed, ld.matrix("model.embed_tokens.weight", c.vocab_size, H));
   if (src.find("lm_head.weight") && !c.tie_word_embeddings) {
-    ASSIGN_OR_RETURN(w.lm_head, matrix(src, be, "lm_head.weight", c.vocab_size, H));
+    ASSIGN_OR_RETURN(w.lm_head, ld.matrix("lm_head.weight", c.vocab_size, H));
   } else if (c.tie_word_embeddings || !src.find("lm_head.weight")) {
     w.lm_head = w.embed;  // tied (GGUF files omit output.weight when tied)
   }
-  ASSIGN_OR_RETURN(w.final_norm, vec(src, be, "model.norm.weight", H));
+  ASSIGN_OR_RETURN(w.final_norm, ld.vec("model.norm.weight", H));
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     LlamaLayerWeights L;
-    ASSIGN_OR_RETURN(L.input_norm, vec(src, be, p + "input_layernorm.weight", H));
-    ASSIGN_OR_RETURN(L.post_norm, vec(src, be, p + "post_attention_layernorm.weight", H));
-    ASSIGN_OR_RETURN(L.q, matrix(src, be, p + "self_attn.q_proj.weight", q_dim, H));
-    ASSIGN_OR_RETURN(L.k, matrix(src, be, p + "self_attn.k_proj.weight", kv_dim, H));
-    ASSIGN_OR_RETURN(L.v, matrix(src, be, p + "self_attn.v_proj.weight", kv_dim, H));
-    ASSIGN_OR_RETURN(L.o, matrix(src, be, p + "self_attn.o_proj.weight", H, q_dim));
-    ASSIGN_OR_RETURN(L.gate, matrix(src, be, p + "mlp.gate_proj.weight", I, H));
-    ASSIGN_OR_RETURN(L.up, matrix(src, be, p + "mlp.up_proj.weight", I, H));
-    ASSIGN_OR_RETURN(L.down, matrix(src, be, p + "mlp.down_proj.weight", H, I));
+    ASSIGN_OR_RETURN(L.input_norm, ld.vec(p + "input_layernorm.weight", H));
+    ASSIGN_OR_RETURN(L.post_norm, ld.vec(p + "post_attention_layernorm.weight", H));
+    ASSIGN_OR_RETURN(L.q, ld.matrix(p + "self_attn.q_proj.weight", q_dim, H));
+    ASSIGN_OR_RETURN(L.k, ld.matrix(p + "self_attn.k_proj.weight", kv_dim, H));
+    ASSIGN_OR_RETURN(L.v, ld.matrix(p + "self_attn.v_proj.weight", kv_dim, H));
+    ASSIGN_OR_RETURN(L.o, ld.matrix(p + "self_attn.o_proj.weight", H, q_dim));
+    ASSIGN_OR_RETURN(L.gate, ld.matrix(p + "mlp.gate_proj.weight", I, H));
+    ASSIGN_OR_RETURN(L.up, ld.matrix(p + "mlp.up_proj.weight", I, H));
+    ASSIGN_OR_RETURN(L.down, ld.matrix(p + "mlp.down_proj.weight", H, I));
     w.layers.push_back(std::move(L));
   }
   // llama3-rope GGUF files store the per-frequency divisors as rope_freqs.

@@ -1,8 +1,10 @@
 // The Llama weight table: every tensor the forward pass reads, looked up by HF name in a
 // ModelSource and handed to the backend once (zero-copy on CPU, so the source must outlive
-// the weights).
+// the weights). Optionally converts weights while loading: online FP8 quantization
+// (`--quantization fp8`) and GGUF blocks -> BF16 (the high-precision reference of a GGUF model).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,15 +20,29 @@ struct LlamaLayerWeights {
   WeightMatrix gate, up, down;
 };
 
+// How load_llama_weights converts the checkpoint's tensors on the way to the backend.
+struct LlamaWeightOptions {
+  // Quantize the decoder layers' linear projections to FP8 E4M3 with per-output-channel
+  // scales, exactly as `lancet quantize --fp8` writes them (quant/fp8_weights.h); the
+  // embedding and lm_head become BF16 unless stored as F16/BF16. Weights already FP8 stay.
+  bool quantize_fp8 = false;
+  // GGUF block-quantized matrices become BF16 (dequantized, then rounded) instead of being
+  // used in their block format. Applies to what quantize_fp8 leaves unquantized.
+  bool dequantize_to_bf16 = false;
+};
+
 struct LlamaWeights {
   WeightMatrix embed;    // [vocab, hidden]
   WeightMatrix lm_head;  // [vocab, hidden] (the embedding when tied)
   Buffer final_norm;     // [hidden] f32
   std::vector<LlamaLayerWeights> layers;
   std::vector<float> rope_freq_factors;  // GGUF rope_freqs ([head_dim / 2]) or empty
+  // Converted copies (FP8 / BF16) that the weights above view on CPU; empty when zero-copy.
+  std::vector<std::shared_ptr<const void>> owned;
 };
 
 // Checks every shape against the config; errors name the tensor.
-StatusOr<LlamaWeights> load_llama_weights(const ModelSource& src, Backend& backend);
+StatusOr<LlamaWeights> load_llama_weights(const ModelSource& src, Backend& backend,
+                                          const LlamaWeightOptions& opts = {});
 
 }  // namespace lancet

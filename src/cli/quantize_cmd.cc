@@ -1,0 +1,368 @@
+// `lancet quantize --fp8 IN OUT`: a BF16/F16/F32 Hugging Face checkpoint or a llama GGUF file ->
+// an FP8 E4M3 checkpoint in the compressed-tensors layout vLLM loads ("FP8_DYNAMIC": weights
+// per output channel, activations per token at run time; embed_tokens, lm_head and norms kept
+// in 16-bit). The tensor policy and the quantizer are quant/fp8_weights.h, the same code
+// `--quantization fp8` runs at load, so the two give identical weights.
+//
+// GGUF inputs are dequantized to f32 first; their q/k rows are put back in HF's rotate-half
+// order and config.json / generation_config.json are written from the GGUF metadata (Llama 3
+// rope scaling is recovered from the rope_freqs tensor). Output shards are planned from the
+// tensor sizes before any conversion, so memory stays at about one shard.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "io/gguf_convert.h"
+#include "io/model_source.h"
+#include "io/safetensors.h"
+#include "io/text_file.h"
+#include "quant/fp8_weights.h"
+
+namespace lancet::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using ojson = nlohmann::ordered_json;
+
+struct Fp8ConvertConfig {
+  std::string input;
+  std::string output;
+  std::string tokenizer_dir;  // extra place to copy tokenizer files from ("" = the input's folder)
+  Fp8QuantizeOptions quant;
+  uint64_t max_shard_bytes = 5ull << 30;
+};
+
+// The quantization_config of an FP8_DYNAMIC compressed-tensors checkpoint.
+ojson quantization_config() {
+  auto args = [](const char* strategy, bool dynamic, const char* observer) {
+    return ojson{{"num_bits", 8},          {"type", "float"},          {"symmetric", true},
+                 {"strategy", strategy},   {"dynamic", dynamic},       {"group_size", nullptr},
+                 {"block_structure", nullptr}, {"actorder", nullptr},
+                 {"observer", observer ? ojson(observer) : ojson(nullptr)},
+                 {"observer_kwargs", ojson::object()}};
+  };
+  ojson group{{"targets", ojson::array({"Linear"})},
+              {"weights", args("channel", false, "minmax")},
+              {"input_activations", args("token", true, nullptr)},
+              {"output_activations", nullptr}};
+  return ojson{{"quant_method", "compressed-tensors"},
+               {"format", "float-quantized"},
+               {"quantization_status", "compressed"},
+               {"config_groups", {{"group_0", group}}},
+               {"ignore", ojson::array({"lm_head"})},
+               {"kv_cache_scheme", nullptr}};
+}
+
+// Llama 3 scaling parameters whose frequency divisors match a GGUF rope_freqs tensor (the
+// published Llama 3.x values: low 1, high 4, original context 8192; factor from the tensor).
+StatusOr<RopeScaling> llama3_from_rope_freqs(const ModelConfig& c, const TensorView& rf) {
+  std::vector<float> f(static_cast<size_t>(rf.numel()));
+  if (!convert_to_f32(rf.dtype, rf.data, f.data(), f.size()))
+    return InvalidArgument("rope_freqs must be a float tensor");
+  float mx = 1.0f;
+  for (float v : f) mx = std::max(mx, v);
+  ModelConfig cand = c;
+  cand.rope_scaling.type = RopeType::kLlama3;
+  cand.rope_scaling.factor = std::round(mx * 1000.0) / 1000.0;
+  cand.rope_scaling.low_freq_factor = 1.0;
+  cand.rope_scaling.high_freq_factor = 4.0;
+  cand.rope_scaling.original_max_position_embeddings = 8192;
+  const std::vector<float> want = llama3_rope_freq_factors(cand);
+  for (size_t i = 0; i < f.size() && i < want.size(); ++i)
+    if (std::fabs(want[i] - f[i]) > 1e-3f * std::fabs(f[i]))
+      return Unimplemented("rope_freqs does not match Llama 3 rope scaling (factor " +
+                           std::to_string(cand.rope_scaling.factor) +
+                           ", low 1, high 4, original 8192); convert from the HF checkpoint instead");
+  return cand.rope_scaling;
+}
+
+// GGUF stores float32; print 1e-05, not 9.999999747378752e-06.
+double tidy(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.7g", v);
+  return std::strtod(buf, nullptr);
+}
+
+// config.json for a GGUF input, from the metadata the GGUF loader parsed.
+StatusOr<ojson> config_from_gguf(const ModelSource& src) {
+  const ModelConfig& c = src.config();
+  ojson j{{"architectures", ojson::array({"LlamaForCausalLM"})},
+          {"model_type", "llama"},
+          {"vocab_size", c.vocab_size},
+          {"hidden_size", c.hidden_size},
+          {"intermediate_size", c.intermediate_size},
+          {"num_hidden_layers", c.num_layers},
+          {"num_attention_heads", c.num_heads},
+          {"num_key_value_heads", c.num_kv_heads},
+          {"head_dim", c.head_dim},
+          {"hidden_act", "silu"},
+          {"rms_norm_eps", tidy(c.rms_norm_eps)},
+          {"rope_theta", tidy(c.rope_theta)},
+          {"max_position_embeddings", c.max_position_embeddings},
+          {"tie_word_embeddings", c.tie_word_embeddings},
+          {"attention_bias", false},
+          {"mlp_bias", false},
+          {"torch_dtype", "bfloat16"}};
+  if (c.bos_token_id >= 0) j["bos_token_id"] = c.bos_token_id;
+  if (c.eos_token_ids.size() == 1) j["eos_token_id"] = c.eos_token_ids[0];
+  if (c.eos_token_ids.size() > 1) j["eos_token_id"] = c.eos_token_ids;
+  RopeScaling rs = c.rope_scaling;
+  if (const TensorView* rf = src.find("rope_freqs")) {
+    auto l3 = llama3_from_rope_freqs(c, *rf);
+    if (!l3.ok()) return l3.status().with_context(src.path());
+    rs = *l3;
+  }
+  switch (rs.type) {
+    case RopeType::kDefault:
+      j["rope_scaling"] = nullptr;
+      break;
+    case RopeType::kLlama3:
+      j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", rs.factor},
+                           {"low_freq_factor", rs.low_freq_factor}, {"high_freq_factor", rs.high_freq_factor},
+                           {"original_max_position_embeddings", rs.original_max_position_embeddings}};
+      break;
+    case RopeType::kLinear:
+    case RopeType::kDynamic:
+      j["rope_scaling"] = {{"rope_type", rope_type_name(rs.type)}, {"factor", rs.factor}};
+      break;
+    case RopeType::kYarn:
+      j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", rs.factor}, {"beta_fast", rs.beta_fast},
+                           {"beta_slow", rs.beta_slow}};
+      if (rs.original_max_position_embeddings > 0)
+        j["rope_scaling"]["original_max_position_embeddings"] = rs.original_max_position_embeddings;
+      if (rs.attention_factor > 0) j["rope_scaling"]["attention_factor"] = rs.attention_factor;
+      break;
+  }
+  return j;
+}
+
+// The input's own folder (a directory input, or the folder holding a file input).
+fs::path input_dir(const std::string& input) {
+  std::error_code ec;
+  if (fs::is_directory(input, ec)) return fs::path(input);
+  fs::path d = fs::path(input).parent_path();
+  return d.empty() ? fs::path(".") : d;
+}
+
+Status write_json(const fs::path& path, const ojson& j) {
+  std::ofstream out(path);
+  out << j.dump(2) << "\n";
+  out.close();
+  if (!out) return IoError("cannot write " + path.string());
+  return OkStatus();
+}
+
+// One output tensor of a planned shard, and the bytes it will take.
+struct Planned {
+  std::string name;  // source tensor name
+  uint64_t bytes = 0;
+};
+
+uint64_t planned_bytes(const std::string& name, const TensorView& t, const Fp8QuantizeOptions& q) {
+  const uint64_t n = static_cast<uint64_t>(t.numel());
+  if (fp8_quantizes_tensor(name))
+    return n + static_cast<uint64_t>(t.shape[0]) * (q.scale_dtype == Fp8ScaleDType::kBF16 ? 2 : 4);
+  if (t.dtype == DType::kF16 || t.dtype == DType::kBF16) return t.nbytes;
+  if (t.shape.size() <= 1) return n * 4;
+  return n * 2;
+}
+
+// GGUF q/k rows are permuted for interleaved rope; HF row gguf_qk_source_row(r) is GGUF row r.
+void unpermute_rows(OwnedTensor* t, int64_t head_dim) {
+  const int64_t rows = t->shape[0];
+  const size_t rb = t->bytes.size() / static_cast<size_t>(rows);
+  std::vector<uint8_t> out(t->bytes.size());
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(out.data() + gguf_qk_source_row(r, head_dim) * rb, t->bytes.data() + r * rb, rb);
+  t->bytes = std::move(out);
+}
+
+bool is_qk(const std::string& name) {
+  return name.find(".self_attn.q_proj.") != std::string::npos ||
+         name.find(".self_attn.k_proj.") != std::string::npos;
+}
+
+// Converts and writes one shard.
+Status write_shard(const ModelSource& src, const std::vector<Planned>& tensors, const Fp8ConvertConfig& cfg,
+                   const fs::path& path) {
+  std::vector<OwnedTensor> owned;
+  owned.reserve(tensors.size() * 2);
+  std::vector<SafetensorsWriteTensor> out;
+  const bool permuted = src.config().rope_interleaved;
+  for (const Planned& p : tensors) {
+    const TensorView& t = *src.find(p.name);
+    if (fp8_quantizes_tensor(p.name)) {
+      ASSIGN_OR_RETURN(Fp8Weight w, quantize_weight_fp8(t, p.name, cfg.quant));
+      if (permuted && is_qk(p.name)) {
+        unpermute_rows(&w.weight, src.config().head_dim);
+        unpermute_rows(&w.scale, src.config().head_dim);
+      }
+      owned.push_back(std::move(w.weight));
+      owned.push_back(std::move(w.scale));
+      const std::string base = p.name.substr(0, p.name.size() - std::string("weight").size());
+      out.push_back({p.name, DType::kF8E4M3, owned[owned.size() - 2].shape, owned[owned.size() - 2].bytes.data(),
+                     owned[owned.size() - 2].bytes.size()});
+      out.push_back({base + "weight_scale", owned.back().dtype, owned.back().shape, owned.back().bytes.data(),
+                     owned.back().bytes.size()});
+      continue;
+    }
+    if (permuted && is_qk(p.name))
+      return Unimplemented("tensor '" + p.name + "': q/k tensors that are not quantized cannot be re-ordered");
+    ASSIGN_OR_RETURN(std::optional<OwnedTensor> kept, fp8_kept_tensor(t, p.name));
+    if (kept) {
+      owned.push_back(std::move(*kept));
+      out.push_back({p.name, owned.back().dtype, owned.back().shape, owned.back().bytes.data(),
+                     owned.back().bytes.size()});
+    } else {
+      out.push_back({p.name, t.dtype, t.shape, t.data, t.nbytes});
+    }
+  }
+  return write_safetensors(path.string(), out, {{"format", "pt"}});
+}
+
+Status copy_side_files(const Fp8ConvertConfig& cfg, const fs::path& out_dir, bool from_gguf) {
+  static const char* kFiles[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                                 "tokenizer.model", "chat_template.jinja", "generation_config.json"};
+  std::vector<fs::path> dirs;
+  if (!cfg.tokenizer_dir.empty()) dirs.push_back(cfg.tokenizer_dir);
+  if (!from_gguf) dirs.push_back(input_dir(cfg.input));
+  for (const char* name : kFiles) {
+    if (fs::exists(out_dir / name)) continue;  // written from the GGUF metadata, or already copied
+    for (const fs::path& d : dirs) {
+      std::error_code ec;
+      if (!fs::is_regular_file(d / name, ec)) continue;
+      fs::copy_file(d / name, out_dir / name, fs::copy_options::overwrite_existing, ec);
+      if (ec) return IoError("cannot copy " + (d / name).string() + ": " + ec.message());
+      // Keep the copy writable even when the input is a read-only folder.
+      fs::permissions(out_dir / name, fs::perms::owner_write, fs::perm_options::add, ec);
+      break;
+    }
+  }
+  return OkStatus();
+}
+
+Status convert_fp8(const Fp8ConvertConfig& cfg) {
+  ASSIGN_OR_RETURN(std::unique_ptr<ModelSource> src, open_model_source(cfg.input));
+  const bool from_gguf = std::string(src->format()) == "gguf";
+  if (src->tensors().empty()) return InvalidArgument(cfg.input + ": no weights to quantize");
+  if (src->config().quant.method == QuantMethod::kFp8 ||
+      src->config().quant.method == QuantMethod::kCompressedTensors)
+    return InvalidArgument(cfg.input + ": the checkpoint is already quantized (quantization_config)");
+
+  // config.json: the input's own (HF) or one written from the metadata (GGUF).
+  ojson config;
+  if (from_gguf) {
+    ASSIGN_OR_RETURN(config, config_from_gguf(*src));
+  } else {
+    const fs::path cp = input_dir(cfg.input) / "config.json";
+    ASSIGN_OR_RETURN(std::string text, read_text_file(cp.string()));
+    config = ojson::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (!config.is_object()) return InvalidArgument(cp.string() + ": not a JSON object");
+  }
+  config["quantization_config"] = quantization_config();
+
+  // Plan the shards from the output sizes, in name order.
+  std::vector<std::vector<Planned>> shards(1);
+  uint64_t shard_bytes = 0, total = 0;
+  for (const auto& [name, t] : src->tensors()) {
+    if (name == "rope_freqs") continue;  // folded into config.json's rope_scaling
+    const uint64_t b = planned_bytes(name, t, cfg.quant);
+    if (shard_bytes > 0 && shard_bytes + b > cfg.max_shard_bytes) {
+      shards.emplace_back();
+      shard_bytes = 0;
+    }
+    shards.back().push_back({name, b});
+    shard_bytes += b;
+    total += b;
+  }
+
+  std::error_code ec;
+  fs::create_directories(cfg.output, ec);
+  if (ec) return IoError("cannot create " + cfg.output + ": " + ec.message());
+  const fs::path out_dir(cfg.output);
+  ojson weight_map = ojson::object();
+  for (size_t i = 0; i < shards.size(); ++i) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
+    const std::string file = shards.size() == 1 ? "model.safetensors" : buf;
+    std::fprintf(stderr, "quantize: writing %s (%zu tensors)\n", file.c_str(), shards[i].size());
+    RETURN_IF_ERROR(write_shard(*src, shards[i], cfg, out_dir / file));
+    for (const Planned& p : shards[i]) {
+      weight_map[p.name] = file;
+      if (fp8_quantizes_tensor(p.name))
+        weight_map[p.name.substr(0, p.name.size() - 6) + "weight_scale"] = file;
+    }
+  }
+  if (shards.size() > 1) {
+    RETURN_IF_ERROR(write_json(out_dir / "model.safetensors.index.json",
+                               ojson{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}));
+  }
+  RETURN_IF_ERROR(write_json(out_dir / "config.json", config));
+  if (from_gguf) {
+    const ModelConfig& c = src->config();
+    ojson gen{{"_from_model_config", true}};
+    if (c.bos_token_id >= 0) gen["bos_token_id"] = c.bos_token_id;
+    if (!c.eos_token_ids.empty()) gen["eos_token_id"] = c.eos_token_ids;
+    RETURN_IF_ERROR(write_json(out_dir / "generation_config.json", gen));
+  }
+  RETURN_IF_ERROR(copy_side_files(cfg, out_dir, from_gguf));
+  if (from_gguf && !fs::exists(out_dir / "tokenizer.json"))
+    std::fprintf(stderr, "quantize: note: a GGUF input carries no tokenizer.json; pass --tokenizer DIR "
+                         "to copy one, or the output takes token ids only\n");
+  // The result must load: check it with the same loader the runtime uses.
+  auto check = open_model_source(cfg.output);
+  if (!check.ok()) return check.status().with_context("the written checkpoint does not load");
+  std::fprintf(stderr, "quantize: %s -> %s (%.1f MiB)\n", cfg.input.c_str(), cfg.output.c_str(),
+               static_cast<double>(total) / (1 << 20));
+  return OkStatus();
+}
+
+}  // namespace
+
+int cmd_quantize(int argc, char** argv) {
+  CLI::App app{"Quantize a checkpoint (FP8 E4M3 weights, per-channel scales, compressed-tensors layout)",
+               "lancet quantize"};
+  Fp8ConvertConfig cfg;
+  bool fp8 = false;
+  std::string scale_dtype = "f32";
+  double max_shard_gb = 5.0;
+  app.add_flag("--fp8", fp8, "FP8 E4M3 weights with per-output-channel scales (the only format so far)")
+      ->required();
+  app.add_option("input", cfg.input, "HF checkpoint directory (BF16/F16/F32) or llama .gguf file")->required();
+  app.add_option("output", cfg.output, "output directory")->required();
+  app.add_option("--scale-dtype", scale_dtype, "weight_scale dtype: f32 or bf16")->capture_default_str();
+  app.add_option("--tokenizer", cfg.tokenizer_dir, "folder to copy tokenizer files from (for GGUF inputs)");
+  app.add_option("--max-shard-size", max_shard_gb, "largest safetensors shard, GB")->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (scale_dtype != "f32" && scale_dtype != "bf16") {
+    std::fprintf(stderr, "lancet quantize: --scale-dtype must be f32 or bf16\n");
+    return 2;
+  }
+  if (!(max_shard_gb > 0)) {
+    std::fprintf(stderr, "lancet quantize: --max-shard-size must be positive\n");
+    return 2;
+  }
+  cfg.quant.scale_dtype = scale_dtype == "bf16" ? Fp8ScaleDType::kBF16 : Fp8ScaleDType::kF32;
+  cfg.max_shard_bytes = static_cast<uint64_t>(max_shard_gb * 1e9);
+  Status st = convert_fp8(cfg);
+  if (!st.ok()) {
+    std::fprintf(stderr, "lancet quantize: %s\n", st.to_string().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace lancet::cli
