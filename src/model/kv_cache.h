@@ -1,6 +1,9 @@
 // The paged KV cache: per layer, K and V of [num_blocks, block_size, num_kv_heads, head_dim]
 // in backend memory, plus a simple block allocator and one block table per sequence. The
 // engine's shared block pool (src/kv) replaces the allocator later; the layout stays.
+// An FP8 (E4M3) cache also holds per-layer K and V scales; it starts without them, and the
+// model refuses to run on it until they are set (from the checkpoint or a calibration,
+// model/kv_calibration.h), so a scale can never silently stay 1.0.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +22,21 @@ struct KvCacheConfig {
   int64_t head_dim = 0;
   int64_t block_size = 16;
   int64_t num_blocks = 0;
-  DType dtype = DType::kF32;  // kF32 or kBF16 on CPU
+  DType dtype = DType::kF32;  // kF32, kBF16 or kF8E4M3
+};
+
+// Bytes of one K or V element of a cache of this dtype (4, 2 or 1); 0 if unsupported.
+int64_t kv_cache_element_bytes(DType dtype);
+
+// The calibration hook of LlamaModel (set_kv_observer): per-layer running absmax of the K
+// (after rope) and V rows a forward pass writes to the cache. Host-side; the model copies
+// each layer's rows out only while an observer is attached.
+struct KvAbsmaxObserver {
+  std::vector<float> k_absmax;  // [num_layers]
+  std::vector<float> v_absmax;  // [num_layers]
+  int64_t tokens = 0;           // rows seen by layer 0
+  bool saw_non_finite = false;  // a NaN/inf in K or V (the scales would be meaningless)
+  void observe(int64_t layer, const float* k /*[n]*/, const float* v /*[n]*/, int64_t n, int64_t rows);
 };
 
 class PagedKvCache {
@@ -30,6 +47,12 @@ class PagedKvCache {
   const KvCacheLayer& layer(int64_t i) const { return layers_[i]; }
   int64_t block_size() const { return cfg_.block_size; }
   int64_t free_blocks() const { return static_cast<int64_t>(free_.size()); }
+
+  // FP8 caches: per-layer scales (stored = e4m3(x / scale)), one entry per layer, each
+  // finite and positive. Other dtypes accept and ignore them.
+  Status set_scales(const std::vector<float>& k_scales, const std::vector<float>& v_scales);
+  // True when the dtype needs no scales or set_scales succeeded.
+  bool has_scales() const { return cfg_.dtype != DType::kF8E4M3 || scales_set_; }
 
   // Sequences: ids are handed out here and index the block tables.
   int64_t add_sequence();
@@ -47,6 +70,7 @@ class PagedKvCache {
   std::vector<int32_t> free_;                       // free block ids (stack)
   std::map<int64_t, std::vector<int32_t>> tables_;  // seq -> block ids
   int64_t next_seq_ = 0;
+  bool scales_set_ = false;
 };
 
 }  // namespace lancet

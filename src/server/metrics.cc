@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <charconv>
 
+#include "model/kv_calibration.h"
+
 namespace lancet::server {
 namespace {
 
@@ -125,6 +127,24 @@ std::string Metrics::render(const std::string& model_name, const EngineStats& st
   counter("vllm:generation_tokens_total", "Number of generation tokens of finished requests.",
           static_cast<double>(generation_tokens_));
   counter("lancet:engine_steps_total", "Engine steps run.", static_cast<double>(st.steps));
+  if (st.spec_enabled) {
+    // Speculative decoding, with vLLM's counter names; the acceptance rate is accepted / drafted.
+    counter("vllm:spec_decode_num_drafts_total", "Verifications of a sequence's draft tokens.",
+            static_cast<double>(st.spec_num_drafts));
+    counter("vllm:spec_decode_num_draft_tokens_total", "Draft tokens verified.",
+            static_cast<double>(st.spec_draft_tokens));
+    counter("vllm:spec_decode_num_accepted_tokens_total", "Draft tokens accepted.",
+            static_cast<double>(st.spec_accepted_tokens));
+    header(&out, "vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter",
+           "Accepted draft tokens by position in the draft.");
+    for (size_t i = 0; i < st.spec_accepted_per_pos.size(); ++i)
+      sample(&out, "vllm:spec_decode_num_accepted_tokens_per_pos_total", l + ",position=\"" + std::to_string(i) + "\"",
+             static_cast<double>(st.spec_accepted_per_pos[i]));
+    gauge("lancet:spec_decode_acceptance_rate", "Accepted / verified draft tokens since start.",
+          st.spec_draft_tokens > 0 ? static_cast<double>(st.spec_accepted_tokens) / st.spec_draft_tokens : 0.0);
+    gauge("lancet:spec_decode_num_speculative_tokens", "Draft tokens per sequence chosen for the latest step (0 = off).",
+          static_cast<double>(st.spec_current_k));
+  }
 
   header(&out, "vllm:request_success_total", "counter", "Count of finished requests by finish reason.");
   for (const char* reason : {"stop", "length", "abort", "error"}) {
@@ -135,6 +155,17 @@ std::string Metrics::render(const std::string& model_name, const EngineStats& st
   header(&out, "lancet:http_errors_total", "counter", "Error responses by HTTP status.");
   for (const auto& [status, n] : http_errors_)
     sample(&out, "lancet:http_errors_total", l + ",status=\"" + std::to_string(status) + "\"", static_cast<double>(n));
+
+  // FP8 KV cache: the per-layer scales in use (checkpoint or calibration), so a scrape shows
+  // what the cache quantizes with. Absent when the cache is not FP8.
+  if (const auto scales = published_kv_cache_scales(); scales && !scales->k.empty()) {
+    header(&out, "lancet_kv_cache_scale", "gauge", "FP8 KV cache scale per layer (stored = e4m3(x / scale)).");
+    for (size_t i = 0; i < scales->k.size() && i < scales->v.size(); ++i) {
+      const std::string layer = "layer=\"" + std::to_string(i) + "\"";
+      sample(&out, "lancet_kv_cache_scale", layer + ",kind=\"k\"", scales->k[i]);
+      sample(&out, "lancet_kv_cache_scale", layer + ",kind=\"v\"", scales->v[i]);
+    }
+  }
 
   auto hist = [&](const char* name, const char* help, const Histogram& h) {
     header(&out, name, "histogram", help);

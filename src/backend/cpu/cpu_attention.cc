@@ -1,12 +1,16 @@
 // KV cache writes and varlen paged attention on the CPU. Attention is split into work items of
 // (sequence, KV head, run of up to kQueryRun query tokens) spread over the thread pool; each
 // item runs the flash-style kernel of kernels_impl.inc over the sequence's block table.
+// FP8 E4M3 caches store x / scale rounded to nearest even and saturated at +-448
+// (backend.h); the kernel reads the codes directly and applies the scales itself.
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/decode_attention.h"
 
 namespace lancet::cpu {
 
@@ -14,11 +18,37 @@ namespace {
 constexpr int64_t kQueryRun = 16;
 
 Status check_cache(const KvCacheLayer& c) {
-  if (c.dtype != DType::kF32 && c.dtype != DType::kBF16)
-    return Unimplemented(std::string("cpu kv cache: dtype ") + dtype_name(c.dtype) + " (f32 or bf16)");
+  if (c.dtype != DType::kF32 && c.dtype != DType::kBF16 && c.dtype != DType::kF8E4M3)
+    return Unimplemented(std::string("cpu kv cache: dtype ") + dtype_name(c.dtype) + " (f32, bf16 or f8_e4m3)");
   if (c.num_blocks <= 0 || c.block_size <= 0 || c.num_kv_heads <= 0 || c.head_dim <= 0 || !c.k || !c.v)
     return InvalidArgument("kv cache: empty layer");
+  if (c.dtype == DType::kF8E4M3 && !(std::isfinite(c.k_scale) && c.k_scale > 0.f && std::isfinite(c.v_scale) &&
+                                     c.v_scale > 0.f))
+    return InvalidArgument("kv cache: fp8 scales must be finite and positive (k_scale " + std::to_string(c.k_scale) +
+                           ", v_scale " + std::to_string(c.v_scale) + ")");
   return OkStatus();
+}
+
+// f32 -> E4M3FN, round to nearest even, saturating at +-448 (NaN stays NaN): the same codes
+// as core's f32_to_fp8e4m3(f, /*saturate=*/true), by bit arithmetic instead of frexp/ldexp,
+// since prefill encodes every K and V element of every layer.
+inline uint8_t encode_e4m3(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80);
+  const uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return sign | 0x7f;      // NaN
+  if (a >= 0x43e00000u) return sign | 0x7e;     // >= 448 (and inf): saturate
+  if (a >= 0x3c800000u) {                        // >= 2^-6: normal E4M3
+    // Round the 23-bit mantissa to 3 bits (nearest even); a carry bumps the exponent, which
+    // the same addition handles. Rebias the exponent from 127 to 7.
+    const uint32_t r = (a + 0x7ffffu + ((a >> 20) & 1u)) >> 20;
+    return sign | static_cast<uint8_t>(r - ((127u - 7u) << 3));
+  }
+  // Subnormal: multiples of 2^-9 (a code of 8 is the smallest normal, 2^-6, as it should be).
+  float m;
+  std::memcpy(&m, &a, 4);
+  return sign | static_cast<uint8_t>(std::nearbyint(m * 512.f));
 }
 }  // namespace
 
@@ -39,6 +69,14 @@ Status CpuBackend::kv_write(const KvWriteArgs& a, const KvCacheLayer& c) {
       if (c.dtype == DType::kF32) {
         std::memcpy(static_cast<float*>(c.k) + slot * row, ks, row * sizeof(float));
         std::memcpy(static_cast<float*>(c.v) + slot * row, vs, row * sizeof(float));
+      } else if (c.dtype == DType::kF8E4M3) {
+        // A true division, not a multiply by 1/scale, so every backend rounds the same codes.
+        uint8_t* kd = static_cast<uint8_t*>(c.k) + slot * row;
+        uint8_t* vd = static_cast<uint8_t*>(c.v) + slot * row;
+        for (int64_t i = 0; i < row; ++i) {
+          kd[i] = encode_e4m3(ks[i] / c.k_scale);
+          vd[i] = encode_e4m3(vs[i] / c.v_scale);
+        }
       } else {
         uint16_t* kd = static_cast<uint16_t*>(c.k) + slot * row;
         uint16_t* vd = static_cast<uint16_t*>(c.v) + slot * row;
@@ -76,6 +114,8 @@ Status CpuBackend::paged_attention(const PagedAttentionArgs& a, const KvCacheLay
     for (int64_t b = 0; b < nblocks; ++b)
       if (table[b] < 0 || table[b] >= c.num_blocks)
         return OutOfRange("paged_attention: block id " + std::to_string(table[b]) + " outside the cache");
+    // Long-context decode rows take the split-KV path (decode_attention.h), run below.
+    if (decode_attention_handles(q_len, ctx, c)) continue;
     for (int64_t t0 = 0; t0 < q_len; t0 += kQueryRun) {
       const int64_t nt = std::min(kQueryRun, q_len - t0);
       for (int64_t h = 0; h < c.num_kv_heads; ++h) {
@@ -102,7 +142,7 @@ Status CpuBackend::paged_attention(const PagedAttentionArgs& a, const KvCacheLay
   pool().parallel_for(std::min<int64_t>(num_items, pool().num_threads()), [&](int64_t, int64_t, int) {
     for (int64_t i; (i = next.fetch_add(1)) < num_items;) kk.attention(items[i], c);
   });
-  return OkStatus();
+  return decode_attention(a, c, pool(), kk.isa, &attn_partials_);
 }
 
 }  // namespace lancet::cpu
