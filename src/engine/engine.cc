@@ -2,10 +2,14 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <chrono>
+
+#include "core/logging.h"
 
 namespace lancet {
 
-Engine::Engine(const EngineConfig& config, ModelExecutor* model) : config_(config), model_(model) {
+Engine::Engine(const EngineConfig& config, ModelExecutor* model, ModelExecutor* draft)
+    : config_(config), model_(model) {
   BlockManagerConfig kvc;
   kvc.num_blocks = model->num_blocks();
   kvc.block_size = model->block_size();
@@ -13,6 +17,18 @@ Engine::Engine(const EngineConfig& config, ModelExecutor* model) : config_(confi
   kvc.salt = kv_cache_salt(config.model_id, config.kv_dtype, "");
   kv_ = std::make_unique<KvCacheManager>(kvc);
   scheduler_ = std::make_unique<Scheduler>(config.scheduler, kv_.get());
+  if (config.speculative.enabled() && (config.speculative.method == SpecMethod::kNgram || draft)) {
+    SpeculatorOptions so;
+    so.max_num_batched_tokens = config.scheduler.max_num_batched_tokens;
+    so.max_model_len = config.scheduler.max_model_len;
+    so.draft_kv = config.draft_kv;
+    so.draft_cost_ratio = config.draft_cost_ratio;
+    if (draft) {
+      so.draft_kv.num_blocks = draft->num_blocks();
+      so.draft_kv.block_size = draft->block_size();
+    }
+    spec_ = std::make_unique<Speculator>(config.speculative, draft, so);
+  }
 }
 
 Engine::~Engine() = default;
@@ -94,6 +110,7 @@ void Engine::finish(Sequence* seq, FinishReason reason, std::vector<TokenEvent>*
   seq->status = SeqStatus::kFinished;
   seq->finish = reason;
   scheduler_->remove(seq);
+  if (spec_) spec_->release(seq->id);
   if (emit) {
     TokenEvent ev;
     ev.request_id = seq->request_id;
@@ -102,6 +119,8 @@ void Engine::finish(Sequence* seq, FinishReason reason, std::vector<TokenEvent>*
     ev.finish_reason = reason;
     ev.prompt_tokens = static_cast<int32_t>(seq->prompt_len);
     ev.cached_prompt_tokens = static_cast<int32_t>(seq->num_cached_prompt);
+    ev.spec_draft_tokens = static_cast<int32_t>(seq->spec_draft_tokens);
+    ev.spec_accepted_tokens = static_cast<int32_t>(seq->spec_accepted_tokens);
     events->push_back(std::move(ev));
   }
   const int64_t rid = seq->request_id;
@@ -126,30 +145,110 @@ void Engine::apply_aborts(std::vector<TokenEvent>* events) {
   }
 }
 
+FinishReason Engine::emit_token(Sequence* seq, SampleResult r, std::vector<TokenEvent>* events) {
+  // seq->tokens already holds r.token; num_output() counts it.
+  counters_.generation_tokens++;
+  TokenEvent ev;
+  ev.request_id = seq->request_id;
+  ev.index = seq->index;
+  ev.token = r.token;
+  ev.logprob = r.logprob;
+  ev.top_logprobs = std::move(r.top_logprobs);
+  ev.prompt_tokens = static_cast<int32_t>(seq->prompt_len);
+  ev.cached_prompt_tokens = static_cast<int32_t>(seq->num_cached_prompt);
+  ev.spec_draft_tokens = static_cast<int32_t>(seq->spec_draft_tokens);
+  ev.spec_accepted_tokens = static_cast<int32_t>(seq->spec_accepted_tokens);
+
+  FinishReason reason = FinishReason::kNone;
+  const bool past_min = seq->num_output() >= seq->params.min_tokens;
+  const bool is_eos = std::find(config_.eos_token_ids.begin(), config_.eos_token_ids.end(), r.token) !=
+                      config_.eos_token_ids.end();
+  const bool is_stop_id = std::find(seq->params.stop_token_ids.begin(), seq->params.stop_token_ids.end(),
+                                    r.token) != seq->params.stop_token_ids.end();
+  if (past_min && ((is_eos && !seq->params.ignore_eos) || is_stop_id)) {
+    reason = FinishReason::kStop;
+    if (seq->text) ev.text = seq->text->finish();  // the stop token itself adds no text
+  } else {
+    bool stopped = false;
+    if (seq->text) ev.text = seq->text->push(r.token, &stopped);
+    if (stopped && past_min) {
+      reason = FinishReason::kStop;
+    } else if (seq->num_output() >= seq->params.max_tokens ||
+               seq->num_tokens() >= config_.scheduler.max_model_len) {
+      reason = FinishReason::kLength;
+      if (seq->text) ev.text += seq->text->finish();
+    }
+  }
+  if (reason != FinishReason::kNone) {
+    ev.finished = true;
+    ev.finish_reason = reason;
+  }
+  events->push_back(std::move(ev));
+  return reason;
+}
+
 StatusOr<std::vector<TokenEvent>> Engine::step() {
   std::vector<TokenEvent> events;
   apply_aborts(&events);
+  if (spec_) {
+    Status st = spec_->propose(scheduler_->running(), config_.eos_token_ids);
+    if (!st.ok()) {
+      // Drafting is an optimisation: without drafts the step is a plain decode step.
+      if (counters_.spec_errors++ == 0) LOG_WARN("speculative drafting failed (continuing without): " << st.to_string());
+    }
+  }
   SchedulerOutput out = scheduler_->schedule();
   counters_.preemptions = scheduler_->total_preemptions();
+  if (spec_) {
+    for (Sequence* p : out.preempted) {
+      spec_->release(p->id);
+      p->spec_tokens.clear();
+      p->spec_dists.clear();
+    }
+  }
   if (out.empty()) return events;
 
   std::vector<SeqStepInput> batch;
   batch.reserve(out.scheduled.size());
-  std::vector<Sequence*> sampled;
-  for (const ScheduledSeq& s : out.scheduled) {
+  // A sequence whose logits are read: its index in out.scheduled and its first logits row.
+  struct Sampled {
+    size_t sched;
+    int64_t row;
+  };
+  std::vector<Sampled> sampled;
+  std::vector<std::vector<int32_t>> spec_inputs(out.scheduled.size());  // [last token, drafts...]
+  int64_t rows = 0;
+  for (size_t i = 0; i < out.scheduled.size(); ++i) {
+    const ScheduledSeq& s = out.scheduled[i];
     Sequence* seq = s.seq;
     SeqStepInput in;
-    in.tokens = std::span<const int32_t>(seq->tokens).subspan(seq->num_computed, s.num_new_tokens);
     in.start_pos = seq->num_computed;
     in.block_table = kv_->block_table(seq->id);
-    in.need_logits = seq->num_computed + s.num_new_tokens == seq->num_tokens();
-    if (in.need_logits) sampled.push_back(seq);
+    if (s.num_spec_tokens > 0) {
+      std::vector<int32_t>& t = spec_inputs[i];
+      t.push_back(seq->tokens.back());
+      t.insert(t.end(), seq->spec_tokens.begin(), seq->spec_tokens.begin() + s.num_spec_tokens);
+      in.tokens = t;
+      in.need_logits = true;
+      in.num_logits = static_cast<int32_t>(t.size());
+    } else {
+      in.tokens = std::span<const int32_t>(seq->tokens).subspan(seq->num_computed, s.num_new_tokens);
+      in.need_logits = seq->num_computed + s.num_new_tokens == seq->num_tokens();
+    }
+    if (in.need_logits) {
+      sampled.push_back({i, rows});
+      rows += in.logits_rows();
+    }
     if (seq->num_computed < seq->prompt_len)
       counters_.prompt_tokens_computed += std::min(s.num_new_tokens, seq->prompt_len - seq->num_computed);
     batch.push_back(in);
   }
   std::vector<float> logits;
+  const auto t0 = std::chrono::steady_clock::now();
   Status st = model_->execute(batch, &logits);
+  if (spec_)
+    spec_->observe_target_step(out.num_batched_tokens,
+                               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   counters_.steps++;
   if (!st.ok()) {
     // The step's sequences end with finish_reason error; everything else carries on.
@@ -157,57 +256,56 @@ StatusOr<std::vector<TokenEvent>> Engine::step() {
     last_error_ = st;
     return events;
   }
+
+  // Sample (or verify drafts), then append the new tokens, so that num_computed (lowered to
+  // the verified tokens: the rejected drafts' KV is rolled back) and the prefix-cache keys see
+  // the final token list.
+  const int64_t vocab = model_->vocab_size();
+  std::vector<std::vector<SampleResult>> results(sampled.size());
+  for (size_t i = 0; i < sampled.size(); ++i) {
+    ScheduledSeq& s = out.scheduled[sampled[i].sched];
+    Sequence* seq = s.seq;
+    const float* base = logits.data() + sampled[i].row * vocab;
+    if (s.num_spec_tokens > 0) {
+      const int32_t nd = static_cast<int32_t>(s.num_spec_tokens);
+      VerifyResult v = spec_->verify(seq, nd, std::span<const float>(base, (nd + 1) * vocab), vocab,
+                                     config_.eos_token_ids);
+      s.num_new_tokens = 1 + v.num_accepted;
+      results[i] = std::move(v.tokens);
+    } else {
+      SampleContext ctx;
+      ctx.prompt_tokens = std::span<const int32_t>(seq->tokens).first(seq->prompt_len);
+      ctx.output_tokens = std::span<const int32_t>(seq->tokens).subspan(seq->prompt_len);
+      ctx.eos_token_ids = config_.eos_token_ids;
+      ctx.seed = seq->seed;
+      results[i].push_back(sample_token(std::span<const float>(base, vocab), seq->params, ctx));
+    }
+    for (const SampleResult& r : results[i]) seq->tokens.push_back(r.token);
+  }
   scheduler_->on_step_done(out);
+  for (size_t i = 0; i < sampled.size(); ++i) {
+    const ScheduledSeq& s = out.scheduled[sampled[i].sched];
+    if (s.num_spec_tokens > 0) spec_->on_tokens_appended(s.seq, static_cast<int32_t>(s.num_new_tokens - 1));
+    s.seq->spec_tokens.clear();
+    s.seq->spec_dists.clear();
+  }
   for (const ScheduledSeq& s : out.scheduled)
     if (s.seq->num_computed >= s.seq->prompt_len) release_followers(s.seq->id);
 
-  const int64_t vocab = model_->vocab_size();
+  // Events, token by token: a stop (EOS, stop id, stop string, max_tokens, context) inside an
+  // accepted run ends the sequence at that token; the tokens after it are dropped.
   for (size_t i = 0; i < sampled.size(); ++i) {
-    Sequence* seq = sampled[i];
-    std::span<const float> row(logits.data() + i * vocab, vocab);
-    SampleContext ctx;
-    ctx.prompt_tokens = std::span<const int32_t>(seq->tokens).first(seq->prompt_len);
-    ctx.output_tokens = std::span<const int32_t>(seq->tokens).subspan(seq->prompt_len);
-    ctx.eos_token_ids = config_.eos_token_ids;
-    ctx.seed = seq->seed;
-    SampleResult r = sample_token(row, seq->params, ctx);
-    seq->tokens.push_back(r.token);
-    counters_.generation_tokens++;
-
-    TokenEvent ev;
-    ev.request_id = seq->request_id;
-    ev.index = seq->index;
-    ev.token = r.token;
-    ev.logprob = r.logprob;
-    ev.top_logprobs = std::move(r.top_logprobs);
-    ev.prompt_tokens = static_cast<int32_t>(seq->prompt_len);
-    ev.cached_prompt_tokens = static_cast<int32_t>(seq->num_cached_prompt);
-
+    Sequence* seq = out.scheduled[sampled[i].sched].seq;
+    const int64_t produced = static_cast<int64_t>(results[i].size());
+    const int64_t first = seq->num_tokens() - produced;
     FinishReason reason = FinishReason::kNone;
-    const bool past_min = seq->num_output() >= seq->params.min_tokens;
-    const bool is_eos = std::find(config_.eos_token_ids.begin(), config_.eos_token_ids.end(), r.token) !=
-                        config_.eos_token_ids.end();
-    const bool is_stop_id = std::find(seq->params.stop_token_ids.begin(), seq->params.stop_token_ids.end(),
-                                      r.token) != seq->params.stop_token_ids.end();
-    if (past_min && ((is_eos && !seq->params.ignore_eos) || is_stop_id)) {
-      reason = FinishReason::kStop;
-      if (seq->text) ev.text = seq->text->finish();  // the stop token itself adds no text
-    } else {
-      bool stopped = false;
-      if (seq->text) ev.text = seq->text->push(r.token, &stopped);
-      if (stopped && past_min) {
-        reason = FinishReason::kStop;
-      } else if (seq->num_output() >= seq->params.max_tokens ||
-                 seq->num_tokens() >= config_.scheduler.max_model_len) {
-        reason = FinishReason::kLength;
-        if (seq->text) ev.text += seq->text->finish();
-      }
+    for (int64_t j = 0; j < produced && reason == FinishReason::kNone; ++j) {
+      // emit_token sees the sequence as it was right after this token.
+      std::vector<int32_t> later(seq->tokens.begin() + first + j + 1, seq->tokens.end());
+      seq->tokens.resize(first + j + 1);
+      reason = emit_token(seq, std::move(results[i][j]), &events);
+      seq->tokens.insert(seq->tokens.end(), later.begin(), later.end());
     }
-    if (reason != FinishReason::kNone) {
-      ev.finished = true;
-      ev.finish_reason = reason;
-    }
-    events.push_back(std::move(ev));
     if (reason != FinishReason::kNone) finish(seq, reason, &events, false);
   }
   return events;
@@ -224,6 +322,16 @@ EngineStats Engine::stats() const {
   s.prefix_queries = ps.prefix_queries;
   s.prefix_hits = ps.prefix_hits;
   s.preemptions = scheduler_->total_preemptions();
+  if (spec_) {
+    const SpecStats ss = spec_->stats();
+    s.spec_enabled = true;
+    s.spec_num_drafts = ss.num_drafts;
+    s.spec_draft_tokens = ss.draft_tokens;
+    s.spec_accepted_tokens = ss.accepted_tokens;
+    s.spec_accepted_per_pos = ss.accepted_per_pos;
+    s.spec_current_k = ss.current_k;
+    s.spec_acceptance_estimate = ss.acceptance_estimate;
+  }
   return s;
 }
 

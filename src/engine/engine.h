@@ -17,6 +17,7 @@
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
+#include "engine/speculative.h"
 
 namespace lancet {
 
@@ -27,6 +28,9 @@ struct EngineConfig {
   int32_t max_logprobs = 20;
   std::string model_id = "model";      // salts prefix-cache keys
   std::string kv_dtype = "f32";
+  SpeculativeConfig speculative;       // off unless enabled (method draft needs a draft executor)
+  BlockManagerConfig draft_kv;         // the draft model's block manager (num_blocks, block_size)
+  double draft_cost_ratio = 1.0;       // draft / target weights: the draft's cost before it is measured
 };
 
 struct GenerationRequest {
@@ -47,6 +51,9 @@ struct TokenEvent {
   FinishReason finish_reason = FinishReason::kNone;
   int32_t prompt_tokens = 0;
   int32_t cached_prompt_tokens = 0;
+  // Speculative decoding, this sequence so far (set on every event): drafts verified and accepted.
+  int32_t spec_draft_tokens = 0;
+  int32_t spec_accepted_tokens = 0;
 };
 
 
@@ -62,11 +69,21 @@ struct EngineStats {
   int64_t steps = 0;
   int64_t prompt_tokens_computed = 0;
   int64_t generation_tokens = 0;
+  // Speculative decoding (zero when off); names follow vLLM's spec_decode metrics.
+  bool spec_enabled = false;
+  int64_t spec_num_drafts = 0;
+  int64_t spec_draft_tokens = 0;
+  int64_t spec_accepted_tokens = 0;
+  std::vector<int64_t> spec_accepted_per_pos;
+  int32_t spec_current_k = 0;
+  double spec_acceptance_estimate = 0;
+  int64_t spec_errors = 0;  // draft-model failures (those steps ran without drafts)
 };
 
 class Engine {
  public:
-  Engine(const EngineConfig& config, ModelExecutor* model);
+  // draft: the draft model for speculative method draft (not owned; null otherwise).
+  Engine(const EngineConfig& config, ModelExecutor* model, ModelExecutor* draft = nullptr);
   ~Engine();
 
   // Validates and queues a request; returns its id. Bad input (empty prompt, prompt +
@@ -89,6 +106,9 @@ class Engine {
  private:
   void finish(Sequence* seq, FinishReason reason, std::vector<TokenEvent>* events, bool emit);
   void apply_aborts(std::vector<TokenEvent>* events);
+  // Appends one sampled token's event and applies the stop rules; returns the finish reason
+  // (kNone to go on).
+  FinishReason emit_token(Sequence* seq, SampleResult r, std::vector<TokenEvent>* events);
   // Queues the choices that waited for `leader` to compute their shared prompt.
   void release_followers(SeqId leader);
 
@@ -96,6 +116,7 @@ class Engine {
   ModelExecutor* model_;
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<Speculator> spec_;  // null when speculative decoding is off
   std::map<SeqId, std::unique_ptr<Sequence>> seqs_;
   std::map<int64_t, std::vector<SeqId>> requests_;
   std::map<SeqId, std::vector<SeqId>> followers_;  // n > 1: choices waiting for choice 0's prompt

@@ -1,6 +1,7 @@
 // What the engine needs from a model: run one step over a batch of sequences, each computing
-// some new tokens at given positions into its paged KV blocks, and return the last-position
-// logits of the sequences that asked for them. The Llama model implements it on any backend;
+// some new tokens at given positions into its paged KV blocks, and return the logits of the
+// last new token (or of the last N new tokens: speculative verification) of the sequences that
+// asked for them. The Llama model implements it on any backend;
 // tests implement it with small fakes.
 #pragma once
 
@@ -18,6 +19,14 @@ struct SeqStepInput {
   int64_t start_pos = 0;                 // position of tokens[0] (== num_computed)
   std::span<const BlockId> block_table;  // covers positions [0, start_pos + num_new)
   bool need_logits = false;              // return logits of the last new token
+  // Logits of the last num_logits new tokens (speculative verification scores k drafts plus
+  // the bonus position in one pass). The rows returned are max(num_logits, need_logits ? 1 : 0).
+  int32_t num_logits = 0;
+
+  int32_t logits_rows() const {
+    const int32_t n = need_logits ? 1 : 0;
+    return num_logits > n ? num_logits : n;
+  }
 };
 
 class ModelExecutor {
@@ -26,7 +35,8 @@ class ModelExecutor {
   virtual int64_t vocab_size() const = 0;
   virtual int32_t block_size() const = 0;
   virtual int64_t num_blocks() const = 0;
-  // logits: [number of inputs with need_logits, vocab], in input order.
+  // logits: [sum of the inputs' logits_rows(), vocab], in input order (a sequence's rows in
+  // position order).
   virtual Status execute(std::span<const SeqStepInput> batch, std::vector<float>* logits) = 0;
 };
 

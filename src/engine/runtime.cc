@@ -7,10 +7,12 @@
 #include "backend/backend.h"
 #include "core/logging.h"
 #include "core/thread_pool.h"
+#include "engine/draft_model.h"
 #include "engine/llama_executor.h"
 #include "io/dummy_source.h"
 #include "io/text_file.h"
 #include "model/kv_cache.h"
+#include "model/kv_calibration.h"
 #include "model/llama_model.h"
 #include "tokenizer/model_tokenizer.h"
 
@@ -23,8 +25,28 @@ struct Runtime::Impl {
   std::unique_ptr<LlamaModel> model;
   std::unique_ptr<PagedKvCache> cache;
   std::unique_ptr<LlamaExecutor> executor;
+  std::unique_ptr<DraftModel> draft;  // speculative decoding, method draft
   std::string bos_text, eos_text;
 };
+
+namespace {
+// Bytes of the weights as the model holds them: the checkpoint's tensors, with the decoder
+// layers' linear projections at one byte per element plus per-channel f32 scales under online
+// FP8, and 32-bit embedding / lm_head tables halved (they become BF16).
+int64_t loaded_weight_bytes(const ModelSource& src, bool quantize_fp8) {
+  int64_t total = 0;
+  for (const auto& [name, t] : src.tensors()) {
+    int64_t b = static_cast<int64_t>(t.nbytes);
+    if (quantize_fp8 && t.shape.size() == 2) {
+      const bool layer_linear = name.find(".self_attn.") != std::string::npos || name.find(".mlp.") != std::string::npos;
+      if (layer_linear && t.dtype != DType::kF8E4M3) b = t.numel() + t.shape[0] * 4;
+      else if (!layer_linear && t.dtype == DType::kF32) b = t.numel() * 2;
+    }
+    total += b;
+  }
+  return total;
+}
+}  // namespace
 
 Status RuntimeConfig::validate() const {
   if (model.empty()) return InvalidArgument("--model is required");
@@ -39,14 +61,17 @@ Status RuntimeConfig::validate() const {
   if (max_num_seqs < 1) return InvalidArgument("--max-num-seqs must be at least 1");
   if (max_num_batched_tokens < 1) return InvalidArgument("--max-num-batched-tokens must be at least 1");
   if (kv_cache_dtype != "auto" && kv_cache_dtype != "float32" && kv_cache_dtype != "bfloat16" &&
-      kv_cache_dtype != "bf16")
-    return InvalidArgument("--kv-cache-dtype must be auto, float32 or bfloat16 on this backend, got '" +
+      kv_cache_dtype != "bf16" && kv_cache_dtype != "fp8" && kv_cache_dtype != "fp8_e4m3")
+    return InvalidArgument("--kv-cache-dtype must be auto, float32, bfloat16 or fp8 (fp8_e4m3), got '" +
                            kv_cache_dtype + "'");
-  if (!quantization.empty() && quantization != "none")
-    return InvalidArgument("--quantization " + quantization + " is not supported by this build");
+  if (!quantization.empty() && quantization != "none" && quantization != "fp8")
+    return InvalidArgument("--quantization must be fp8 or none, got '" + quantization + "'");
   if (backend != "cpu" && backend != "cuda") return InvalidArgument("--backend must be cpu or cuda");
+  if (activation_precision != "fast" && activation_precision != "exact")
+    return InvalidArgument("--activation-precision must be fast or exact, got '" + activation_precision + "'");
   if (num_threads < 0) return InvalidArgument("--threads must be positive");
   if (max_logprobs < 0) return InvalidArgument("--max-logprobs must be positive");
+  RETURN_IF_ERROR(parse_speculative_config(speculative_config).status());
   return OkStatus();
 }
 
@@ -116,15 +141,37 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::create(const RuntimeConfig& config) 
 
   // Backend, model and KV cache.
   ASSIGN_OR_RETURN(im.backend, make_backend(config.backend));
+  im.backend->set_activation_precision(config.activation_precision == "exact" ? ActivationPrecision::kExact
+                                                                              : ActivationPrecision::kFast);
   LlamaModelOptions mopts;
   mopts.max_model_len = max_len;
+  mopts.decode_graphs = !config.enforce_eager;
+  // Online FP8: the layers' linear weights are quantized per output channel while loading.
+  mopts.weights.quantize_fp8 = config.quantization == "fp8";
   ASSIGN_OR_RETURN(im.model, LlamaModel::create(*rt->source_, *im.backend, mopts));
-  const DType kv_dtype = (config.kv_cache_dtype == "bfloat16" || config.kv_cache_dtype == "bf16")
-                             ? DType::kBF16 : DType::kF32;
-  const int64_t elem = kv_dtype == DType::kBF16 ? 2 : 4;
+  const DType kv_dtype = (config.kv_cache_dtype == "bfloat16" || config.kv_cache_dtype == "bf16") ? DType::kBF16
+                         : (config.kv_cache_dtype == "fp8" || config.kv_cache_dtype == "fp8_e4m3") ? DType::kF8E4M3
+                                                                                                  : DType::kF32;
+  const int64_t elem = kv_cache_element_bytes(kv_dtype);  // fp8: 1 byte, so more blocks per byte budget
   const int64_t block_bytes = 2 * mc.num_layers * config.block_size * mc.num_kv_heads * mc.head_dim * elem;
   const int64_t blocks_per_seq = (max_len + config.block_size - 1) / config.block_size;
   int64_t budget = config.kv_cache_memory;
+  size_t dev_free = 0, dev_total = 0;
+  if (budget == 0 && im.backend->memory_info(&dev_free, &dev_total)) {
+    // GPU: the KV cache takes what --gpu-memory-utilization leaves of the device after the
+    // weights (already loaded) and a reserve for activations at the largest step.
+    const int64_t used = static_cast<int64_t>(dev_total - dev_free);
+    const int64_t tokens = std::max(config.max_num_batched_tokens, config.max_num_seqs);
+    const int64_t activations =
+        tokens * (8 * mc.hidden_size + 4 * mc.intermediate_size + 4 * mc.num_heads * mc.head_dim) * 4 +
+        config.max_num_seqs * mc.vocab_size * 4 * 2 + (int64_t{1} << 30);
+    budget = static_cast<int64_t>(config.gpu_memory_utilization * static_cast<double>(dev_total)) - used - activations;
+    if (budget < blocks_per_seq * block_bytes)
+      return ResourceExhausted("GPU memory: " + std::to_string(used >> 20) + " MiB in use of " +
+                               std::to_string(dev_total >> 20) + " MiB leaves no room for one sequence of " +
+                               std::to_string(max_len) + " tokens at --gpu-memory-utilization " +
+                               std::to_string(config.gpu_memory_utilization) + "; lower --max-model-len");
+  }
   if (budget == 0) {
     // CPU default: room for every sequence slot at full length, capped at 2 GiB, but never
     // less than one full-length sequence.
@@ -137,10 +184,23 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::create(const RuntimeConfig& config) 
                            std::to_string(max_len) + " tokens (" + std::to_string((blocks_per_seq * block_bytes) >> 20) +
                            " MiB); raise --kv-cache-memory or lower --max-model-len");
   ASSIGN_OR_RETURN(im.cache, PagedKvCache::create(*im.backend, im.model->kv_cache_config(num_blocks, config.block_size, kv_dtype)));
+  if (kv_dtype == DType::kF8E4M3) {
+    ASSIGN_OR_RETURN(KvScales scales, rt->setup_fp8_kv_scales(*rt->source_, *im.model, *im.cache));
+    publish_kv_cache_scales(scales);
+  } else {
+    publish_kv_cache_scales({});  // no FP8 scales to export
+  }
   im.executor = std::make_unique<LlamaExecutor>(*im.backend, *im.model, *im.cache);
+  rt->memory_.kv_num_blocks = num_blocks;
+  rt->memory_.kv_block_size = config.block_size;
+  rt->memory_.kv_block_bytes = block_bytes;
+  rt->memory_.kv_bytes_per_token = block_bytes / config.block_size;
+  rt->memory_.kv_dtype = dtype_name(kv_dtype);
+  rt->memory_.weight_bytes = loaded_weight_bytes(*rt->source_, config.quantization == "fp8");
   LOG_INFO("model " << rt->model_name_ << ": " << mc.num_layers << " layers, hidden " << mc.hidden_size
                     << ", max_model_len " << max_len << ", KV cache " << num_blocks << " blocks of "
-                    << config.block_size << " tokens (" << ((num_blocks * block_bytes) >> 20) << " MiB)");
+                    << config.block_size << " tokens, " << dtype_name(kv_dtype) << " ("
+                    << ((num_blocks * block_bytes) >> 20) << " MiB)");
 
   EngineConfig ec;
   ec.scheduler.max_num_batched_tokens = config.max_num_batched_tokens;
@@ -155,12 +215,71 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::create(const RuntimeConfig& config) 
         ec.eos_token_ids.push_back(e);
   }
   ec.max_logprobs = config.max_logprobs;
-  ec.model_id = rt->source_->path() + "|" + config.load_format;
+  ec.model_id = rt->source_->path() + "|" + config.load_format + "|" + config.quantization;
   ec.kv_dtype = dtype_name(kv_dtype);
-  rt->engine_ = std::make_unique<Engine>(ec, im.executor.get());
+  ASSIGN_OR_RETURN(ec.speculative, parse_speculative_config(config.speculative_config));
+  if (ec.speculative.method == SpecMethod::kDraft) {
+    DraftModelOptions dopts;
+    dopts.path = ec.speculative.model;
+    dopts.max_model_len = max_len;
+    dopts.block_size = config.block_size;
+    // As many blocks as the target plus room for each sequence's drafts; the draft's blocks
+    // are smaller whenever the draft is.
+    dopts.num_blocks = num_blocks + config.max_num_seqs * (ec.speculative.num_speculative_tokens / config.block_size + 2);
+    dopts.kv_dtype = kv_dtype;
+    ASSIGN_OR_RETURN(im.draft, load_draft_model(dopts, *im.backend, mc, rt->tokenizer_.get()));
+    if (kv_dtype == DType::kF8E4M3)
+      RETURN_IF_ERROR(rt->setup_fp8_kv_scales(*im.draft->source, *im.draft->model, *im.draft->cache).status());
+    ec.draft_kv.enable_prefix_caching = config.enable_prefix_caching;
+    // Decode cost follows the weights read: layers x (attention + MLP) + the vocabulary rows.
+    auto weights = [](const ModelConfig& c) {
+      return static_cast<double>(c.num_layers) * c.hidden_size * (4.0 * c.hidden_size + 3.0 * c.intermediate_size) +
+             static_cast<double>(c.vocab_size) * c.hidden_size;
+    };
+    ec.draft_cost_ratio = weights(im.draft->source->config()) / std::max(weights(mc), 1.0);
+    ec.draft_kv.salt = kv_cache_salt(im.draft->source->path() + "|draft", dtype_name(kv_dtype), "");
+  }
+  rt->engine_ = std::make_unique<Engine>(ec, im.executor.get(), im.draft ? im.draft->executor.get() : nullptr);
   if (rt->tokenizer_) rt->engine_->set_tokenizer(rt->tokenizer_.get());
   rt->async_ = std::make_unique<AsyncEngine>(rt->engine_.get());
   return rt;
+}
+
+// FP8 KV: the checkpoint's k_scale/v_scale when it has them, else an online calibration over
+// the built-in text (plain, and as a chat when there is a template, so special tokens are
+// seen), or over fixed pseudo-random ids when the model has no tokenizer. Never left at 1.0:
+// the model refuses an FP8 cache without scales.
+StatusOr<KvScales> Runtime::setup_fp8_kv_scales(const ModelSource& src, LlamaModel& model, PagedKvCache& cache) {
+  ASSIGN_OR_RETURN(std::optional<KvScales> scales, kv_scales_from_checkpoint(src));
+  if (!scales) {
+    std::vector<std::vector<int32_t>> prompts;
+    if (tokenizer_) {
+      ASSIGN_OR_RETURN(auto text, encode_prompt(std::string(kv_calibration_text())));
+      prompts.push_back(std::move(text));
+      if (chat_template_) {
+        ChatTemplateOptions co;
+        co.add_generation_prompt = false;
+        auto chat = encode_chat(nlohmann::ordered_json::parse(kv_calibration_chat_json()), co);
+        if (chat.ok()) prompts.push_back(std::move(*chat));
+        else LOG_WARN("kv calibration: skipping the chat prompt: " << chat.status().to_string());
+      }
+    } else {
+      prompts.push_back(kv_calibration_random_tokens(src.config().vocab_size, 512));
+    }
+    KvCalibrationOptions co;
+    co.block_size = config_.block_size;
+    Backend& be = *impl_->backend;
+    co.scratch_dtype = be.name() == std::string("cpu") ? DType::kF32 : DType::kBF16;
+    int64_t n = 0;
+    for (const auto& p : prompts) n += static_cast<int64_t>(p.size());
+    ASSIGN_OR_RETURN(KvScales cal, calibrate_kv_scales(model, be, prompts, co));
+    LOG_INFO("fp8 kv cache of " << src.path() << ": no k_scale/v_scale in the checkpoint; calibrated on " << n
+             << " tokens" << (tokenizer_ ? "" : " (random ids: no tokenizer)") << ", margin " << co.margin);
+    scales = std::move(cal);
+  }
+  RETURN_IF_ERROR(cache.set_scales(scales->k, scales->v));
+  LOG_INFO("fp8 kv cache scales (" << scales->source << "): " << format_kv_scales(*scales));
+  return *scales;
 }
 
 StatusOr<std::vector<int32_t>> Runtime::encode_prompt(const std::string& text, bool parse_special) const {

@@ -15,6 +15,7 @@
 #include "engine/async_engine.h"
 #include "engine/engine.h"
 #include "io/model_source.h"
+#include "model/kv_calibration.h"
 #include "tokenizer/chat_template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -37,10 +38,15 @@ struct RuntimeConfig {
   std::string kv_cache_dtype = "auto";
   std::string quantization;          // "" or "fp8" (online quantization)
   int num_threads = 0;               // CPU threads; 0 = all cores
+  bool enforce_eager = false;        // no decode graphs (CUDA): every kernel launched each step
+  std::string activation_precision = "fast";  // "fast" (bf16 GEMM inputs) or "exact" (backend.h)
   int32_t max_logprobs = 20;
   // Parse special-token strings inside chat message content too (what HF's
   // apply_chat_template(tokenize=True) does). Off: users cannot inject control tokens.
   bool special_tokens_in_content = false;
+  // Speculative decoding, vLLM's --speculative-config JSON (engine/speculative_config.h);
+  // "" = off.
+  std::string speculative_config;
 
   Status validate() const;
 };
@@ -76,8 +82,23 @@ class Runtime {
   // The engine runs on its own thread; everything goes through the AsyncEngine (thread-safe).
   AsyncEngine& async_engine() { return *async_; }
 
+  // Memory, for reports (bench latency, the long-context table): the KV cache's blocks and
+  // bytes (K and V of every layer), and the weights' bytes as loaded (after --quantization).
+  struct MemoryReport {
+    int64_t kv_num_blocks = 0;
+    int64_t kv_block_size = 0;     // tokens per block
+    int64_t kv_block_bytes = 0;    // one block, all layers, K and V
+    int64_t kv_bytes_per_token = 0;
+    int64_t weight_bytes = 0;
+    std::string kv_dtype;
+  };
+  const MemoryReport& memory_report() const { return memory_; }
+
  private:
   Runtime() = default;
+  // FP8 KV cache: the checkpoint's scales or an online calibration, set on `cache` (the
+  // target's, or the draft model's, which shares the tokenizer).
+  StatusOr<KvScales> setup_fp8_kv_scales(const ModelSource& src, LlamaModel& model, PagedKvCache& cache);
   struct Impl;
   RuntimeConfig config_;
   std::unique_ptr<ModelSource> source_;
@@ -85,6 +106,7 @@ class Runtime {
   std::unique_ptr<ChatTemplate> chat_template_;
   std::string model_name_;
   int64_t max_model_len_ = 0;
+  MemoryReport memory_;
   std::unique_ptr<Impl> impl_;  // backend, model, KV cache, executor
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<AsyncEngine> async_;

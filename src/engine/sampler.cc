@@ -74,94 +74,143 @@ int32_t argmax(std::span<const float> logits) {
   return best;
 }
 
-SampleResult sample_token(std::span<const float> logits, const SamplingParams& p,
-                          const SampleContext& ctx) {
-  std::vector<float> x(logits.begin(), logits.end());
+namespace {
+
+// Candidates of a non-greedy draw: token ids best first (idx[0..m)) and their probabilities
+// under temperature over the whole vocabulary (probs[0..m), unnormalised; z = their sum).
+struct Candidates {
+  std::vector<int32_t> idx;
+  std::vector<double> probs;
+  int64_t m = 0;
+  double z = 0;
+};
+
+Candidates sampling_candidates(std::span<const float> x, const SamplingParams& p) {
+  Candidates c;
   const int64_t vocab = static_cast<int64_t>(x.size());
-  apply_penalties(x, p, ctx);
-
-  SampleResult out;
-  double lognorm = 0.0;
-  if (p.logprobs >= 0) lognorm = log_normalizer(x);
-
-  if (p.greedy()) {
-    out.token = argmax(x);
-  } else {
-    // Candidates sorted by logit, descending; grown until top-k / top-p are satisfied.
-    const float inv_t = 1.0f / p.temperature;
-    const int64_t k = (p.top_k > 0) ? std::min<int64_t>(p.top_k, vocab) : vocab;
-    std::vector<int32_t> idx(vocab);
-    std::iota(idx.begin(), idx.end(), 0);
-    auto by_logit = [&](int32_t a, int32_t b) { return x[a] > x[b] || (x[a] == x[b] && a < b); };
-    float maxv = kNegInf;
-    for (float v : x) maxv = std::max(maxv, v);
-    double total = 0;
-    for (float v : x) total += std::exp(static_cast<double>(v - maxv) * inv_t);
-    int64_t n = std::min<int64_t>(k, 64);
-    for (;;) {
-      std::partial_sort(idx.begin(), idx.begin() + n, idx.end(), by_logit);
-      if (n == k || p.top_p >= 1.0f) {
-        if (n == k) break;
-        n = k;  // no top-p: need all k
-        continue;
-      }
-      double mass = 0;
-      for (int64_t i = 0; i < n; ++i) mass += std::exp(static_cast<double>(x[idx[i]] - maxv) * inv_t);
-      if (mass / total >= p.top_p) break;
-      n = std::min<int64_t>(n * 4, k);
+  // Candidates sorted by logit, descending; grown until top-k / top-p are satisfied.
+  const float inv_t = 1.0f / p.temperature;
+  const int64_t k = (p.top_k > 0) ? std::min<int64_t>(p.top_k, vocab) : vocab;
+  std::vector<int32_t>& idx = c.idx;
+  idx.resize(vocab);
+  std::iota(idx.begin(), idx.end(), 0);
+  auto by_logit = [&](int32_t a, int32_t b) { return x[a] > x[b] || (x[a] == x[b] && a < b); };
+  float maxv = kNegInf;
+  for (float v : x) maxv = std::max(maxv, v);
+  double total = 0;
+  for (float v : x) total += std::exp(static_cast<double>(v - maxv) * inv_t);
+  int64_t n = std::min<int64_t>(k, 64);
+  for (;;) {
+    std::partial_sort(idx.begin(), idx.begin() + n, idx.end(), by_logit);
+    if (n == k || p.top_p >= 1.0f) {
+      if (n == k) break;
+      n = k;  // no top-p: need all k
+      continue;
     }
-    // Probabilities of the candidates under temperature (over the whole vocabulary).
-    std::vector<double> probs(n);
-    for (int64_t i = 0; i < n; ++i) probs[i] = std::exp(static_cast<double>(x[idx[i]] - maxv) * inv_t) / total;
-    // top-k: renormalise over the kept k (vLLM applies top-k, then top-p on the renormalised
-    // distribution).
-    double kept = 0;
-    for (int64_t i = 0; i < n; ++i) kept += probs[i];
-    int64_t m = n;
-    if (p.top_p < 1.0f) {
-      double cum = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        cum += probs[i] / kept;
-        if (cum >= p.top_p) {
-          m = i + 1;
-          break;
-        }
-      }
-    }
-    if (p.min_p > 0.0f) {
-      const double floor_p = p.min_p * probs[0];
-      int64_t j = 1;
-      while (j < m && probs[j] >= floor_p) ++j;
-      m = j;
-    }
-    double z = 0;
-    for (int64_t i = 0; i < m; ++i) z += probs[i];
-    const double u = counter_uniform(ctx.seed, ctx.output_tokens.size()) * z;
+    double mass = 0;
+    for (int64_t i = 0; i < n; ++i) mass += std::exp(static_cast<double>(x[idx[i]] - maxv) * inv_t);
+    if (mass / total >= p.top_p) break;
+    n = std::min<int64_t>(n * 4, k);
+  }
+  // Probabilities of the candidates under temperature (over the whole vocabulary).
+  std::vector<double>& probs = c.probs;
+  probs.resize(n);
+  for (int64_t i = 0; i < n; ++i) probs[i] = std::exp(static_cast<double>(x[idx[i]] - maxv) * inv_t) / total;
+  // top-k: renormalise over the kept k (vLLM applies top-k, then top-p on the renormalised
+  // distribution).
+  double kept = 0;
+  for (int64_t i = 0; i < n; ++i) kept += probs[i];
+  int64_t m = n;
+  if (p.top_p < 1.0f) {
     double cum = 0;
-    out.token = idx[m - 1];
-    for (int64_t i = 0; i < m; ++i) {
-      cum += probs[i];
-      if (u < cum) {
-        out.token = idx[i];
+    for (int64_t i = 0; i < n; ++i) {
+      cum += probs[i] / kept;
+      if (cum >= p.top_p) {
+        m = i + 1;
         break;
       }
     }
   }
+  if (p.min_p > 0.0f) {
+    const double floor_p = p.min_p * probs[0];
+    int64_t j = 1;
+    while (j < m && probs[j] >= floor_p) ++j;
+    m = j;
+  }
+  c.m = m;
+  for (int64_t i = 0; i < m; ++i) c.z += probs[i];
+  return c;
+}
 
-  if (p.logprobs >= 0) {
-    out.logprob = static_cast<float>(x[out.token] - lognorm);
-    if (p.logprobs > 0) {
-      const int64_t k = std::min<int64_t>(p.logprobs, vocab);
-      std::vector<int32_t> idx(vocab);
-      std::iota(idx.begin(), idx.end(), 0);
-      std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
-        return x[a] > x[b] || (x[a] == x[b] && a < b);
-      });
-      for (int64_t i = 0; i < k; ++i)
-        out.top_logprobs.push_back({idx[i], static_cast<float>(x[idx[i]] - lognorm)});
-    }
+}  // namespace
+
+std::vector<float> process_logits(std::span<const float> logits, const SamplingParams& p,
+                                  const SampleContext& ctx) {
+  std::vector<float> x(logits.begin(), logits.end());
+  apply_penalties(x, p, ctx);
+  return x;
+}
+
+double TokenDistribution::prob_of(int32_t token) const {
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] == token) return probs[i];
+  return 0.0;
+}
+
+TokenDistribution sampling_distribution(std::span<const float> x, const SamplingParams& p) {
+  TokenDistribution d;
+  if (p.greedy()) {
+    d.tokens.push_back(argmax(x));
+    d.probs.push_back(1.0);
+    return d;
+  }
+  Candidates c = sampling_candidates(x, p);
+  d.tokens.assign(c.idx.begin(), c.idx.begin() + c.m);
+  d.probs.resize(c.m);
+  for (int64_t i = 0; i < c.m; ++i) d.probs[i] = c.probs[i] / c.z;
+  return d;
+}
+
+SampleResult sample_result_for(std::span<const float> x, int32_t token, const SamplingParams& p) {
+  SampleResult out;
+  out.token = token;
+  if (p.logprobs < 0) return out;
+  const int64_t vocab = static_cast<int64_t>(x.size());
+  const double lognorm = log_normalizer(std::vector<float>(x.begin(), x.end()));
+  out.logprob = static_cast<float>(x[token] - lognorm);
+  if (p.logprobs > 0) {
+    const int64_t k = std::min<int64_t>(p.logprobs, vocab);
+    std::vector<int32_t> idx(vocab);
+    std::iota(idx.begin(), idx.end(), 0);
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
+      return x[a] > x[b] || (x[a] == x[b] && a < b);
+    });
+    for (int64_t i = 0; i < k; ++i)
+      out.top_logprobs.push_back({idx[i], static_cast<float>(x[idx[i]] - lognorm)});
   }
   return out;
+}
+
+SampleResult sample_token(std::span<const float> logits, const SamplingParams& p,
+                          const SampleContext& ctx) {
+  const std::vector<float> x = process_logits(logits, p, ctx);
+  int32_t token = 0;
+  if (p.greedy()) {
+    token = argmax(x);
+  } else {
+    const Candidates c = sampling_candidates(x, p);
+    const double u = counter_uniform(ctx.seed, ctx.output_tokens.size()) * c.z;
+    double cum = 0;
+    token = c.idx[c.m - 1];
+    for (int64_t i = 0; i < c.m; ++i) {
+      cum += c.probs[i];
+      if (u < cum) {
+        token = c.idx[i];
+        break;
+      }
+    }
+  }
+  return sample_result_for(x, token, p);
 }
 
 }  // namespace lancet

@@ -42,6 +42,23 @@ double counter_uniform(uint64_t seed, uint64_t counter);
 SampleResult sample_token(std::span<const float> logits, const SamplingParams& params,
                           const SampleContext& ctx);
 
+// The pieces of sample_token, for speculative verification, which needs the distribution a
+// token is drawn from and not only a draw.
+// logits: [vocab] -> [vocab] after logit_bias, min_tokens masking and the penalties.
+std::vector<float> process_logits(std::span<const float> logits, const SamplingParams& params,
+                                  const SampleContext& ctx);
+// The distribution sample_token draws from (temperature, top-k, top-p, min-p applied to the
+// processed logits): candidates best first, probabilities summing to 1. Greedy: the argmax
+// with probability 1.
+struct TokenDistribution {
+  std::vector<int32_t> tokens;
+  std::vector<double> probs;
+  double prob_of(int32_t token) const;  // 0 for a token outside the candidates
+};
+TokenDistribution sampling_distribution(std::span<const float> processed, const SamplingParams& params);
+// A SampleResult for `token` with its logprob fields filled from the processed logits.
+SampleResult sample_result_for(std::span<const float> processed, int32_t token, const SamplingParams& params);
+
 // Index of the largest value; ties go to the lowest index.
 int32_t argmax(std::span<const float> logits);
 

@@ -64,8 +64,18 @@ SchedulerOutput Scheduler::schedule() {
   for (Sequence* seq : snapshot) {
     if (budget <= 0) break;
     if (seq->status != SeqStatus::kRunning) continue;  // preempted earlier in this loop
-    const int64_t n = std::min(seq->num_tokens() - seq->num_computed, budget);
+    const int64_t want = seq->num_tokens() - seq->num_computed;
+    const int64_t n = std::min(want, budget);
     if (n <= 0) continue;  // nothing to compute
+    // Drafts ride along with a decode when budget and free blocks allow; never preempt for them.
+    if (want == 1 && !seq->spec_tokens.empty() && budget > 1) {
+      const int64_t spec = std::min<int64_t>(static_cast<int64_t>(seq->spec_tokens.size()), budget - 1);
+      if (kv_->allocate(seq->id, seq->num_computed + 1 + spec)) {
+        out.scheduled.push_back({seq, 1 + spec, spec});
+        budget -= 1 + spec;
+        continue;
+      }
+    }
     bool scheduled = false;
     while (true) {
       if (kv_->allocate(seq->id, seq->num_computed + n)) {
@@ -85,7 +95,7 @@ SchedulerOutput Scheduler::schedule() {
       if (victim == seq) break;
     }
     if (!scheduled) break;  // the pool cannot hold even this sequence's next tokens now
-    out.scheduled.push_back({seq, n});
+    out.scheduled.push_back({seq, n, 0});
     budget -= n;
   }
 
@@ -108,7 +118,7 @@ SchedulerOutput Scheduler::schedule() {
       waiting_.pop_front();
       seq->status = SeqStatus::kRunning;
       running_.push_back(seq);
-      out.scheduled.push_back({seq, n});
+      out.scheduled.push_back({seq, n, 0});
       budget -= n;
     }
   }
@@ -120,6 +130,7 @@ void Scheduler::on_step_done(const SchedulerOutput& out) {
   for (const ScheduledSeq& s : out.scheduled) {
     s.seq->num_computed += s.num_new_tokens;
     kv_->commit(s.seq->id, s.seq->tokens, s.seq->num_computed);
+    if (s.num_spec_tokens > 0) kv_->truncate(s.seq->id, s.seq->num_tokens());
   }
 }
 

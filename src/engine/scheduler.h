@@ -1,6 +1,7 @@
 // The scheduler decides each step which sequences run and how many tokens each computes,
 // within a token budget (max_num_batched_tokens) and a sequence cap (max_num_seqs):
-//   1. running sequences first, in order (decodes take 1 token, unfinished prompts a chunk);
+//   1. running sequences first, in order (decodes take 1 token plus their speculative drafts,
+//      unfinished prompts a chunk; drafts are dropped before anything is preempted for them);
 //      when blocks run out, the policy's victim (the newest, lowest-priority running sequence)
 //      is preempted: its blocks are freed and it goes back to the waiting queue to be
 //      recomputed later (with prefix caching, its full blocks are usually still cached);
@@ -46,6 +47,9 @@ class FcfsPriorityPolicy : public SchedulingPolicy {
 struct ScheduledSeq {
   Sequence* seq = nullptr;
   int64_t num_new_tokens = 0;  // tokens computed this step: [num_computed, num_computed + n)
+  // Of those, draft tokens (seq->spec_tokens[0, n)) after the sequence's last token. The
+  // engine lowers num_new_tokens to the verified ones before on_step_done.
+  int64_t num_spec_tokens = 0;
 };
 
 struct SchedulerOutput {
@@ -67,9 +71,11 @@ class Scheduler {
   void remove(Sequence* seq);
   SchedulerOutput schedule();
   // After the step: advances num_computed of every scheduled sequence and registers full
-  // blocks with the prefix cache.
+  // blocks with the prefix cache. Sequences that ran drafts give back the blocks past their
+  // tokens (the rejected drafts' KV).
   void on_step_done(const SchedulerOutput& out);
 
+  const std::vector<Sequence*>& running() const { return running_; }
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
   bool idle() const { return waiting_.empty() && running_.empty(); }

@@ -10,6 +10,7 @@
 
 #include <memory>
 
+#include "engine/sampler.h"
 #include "engine/sampling_params.h"
 #include "engine/text_stream.h"
 #include "kv/kv_cache_manager.h"
@@ -36,6 +37,13 @@ struct Sequence {
   SamplingParams params;
   uint64_t seed = 0;
   std::unique_ptr<TextStream> text;  // set when the engine has a tokenizer
+  // Speculative decoding: drafts proposed for the next step (verified there, then cleared),
+  // the draft's distribution at each (empty: deterministic drafts), and this sequence's
+  // acceptance counts.
+  std::vector<int32_t> spec_tokens;
+  std::vector<TokenDistribution> spec_dists;
+  int64_t spec_draft_tokens = 0;
+  int64_t spec_accepted_tokens = 0;
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_output() const { return num_tokens() - prompt_len; }

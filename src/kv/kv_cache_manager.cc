@@ -1,6 +1,7 @@
 // KvCacheManager implementation.
 #include "kv/kv_cache_manager.h"
 
+#include <algorithm>
 #include <cassert>
 
 namespace lancet {
@@ -61,6 +62,18 @@ void KvCacheManager::commit(SeqId seq, std::span<const int32_t> tokens, int64_t 
     BlockHash key = chain_block_hash(parent, tokens.subspan(i * bs, bs));
     pool_.set_hash(s.blocks[i], key);
     s.keys.push_back(key);
+  }
+}
+
+void KvCacheManager::truncate(SeqId seq, int64_t total_tokens) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return;
+  SeqState& s = it->second;
+  const size_t keep = std::max<size_t>(static_cast<size_t>(blocks_for(std::max<int64_t>(total_tokens, 0), config_.block_size)),
+                                       s.keys.size());
+  while (s.blocks.size() > keep) {
+    pool_.release(s.blocks.back());
+    s.blocks.pop_back();
   }
 }
 

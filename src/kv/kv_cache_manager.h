@@ -48,6 +48,10 @@ class KvCacheManager {
   // After a step has written KV for tokens [0, num_computed), registers the keys of blocks
   // that became full. `tokens` holds at least num_computed ids.
   void commit(SeqId seq, std::span<const int32_t> tokens, int64_t num_computed);
+  // Shrinks the sequence's table to the blocks that cover `total_tokens` (speculative decoding
+  // rolls back rejected drafts: blocks that only held them go back to the pool). Blocks whose
+  // keys were registered are kept (they hold computed tokens).
+  void truncate(SeqId seq, int64_t total_tokens);
   // Frees the sequence's blocks (cached ones stay reusable until evicted).
   void free(SeqId seq);
   bool has(SeqId seq) const { return seqs_.count(seq) != 0; }

@@ -1,0 +1,48 @@
+// Loading the draft model of speculative decoding (method draft): a second Llama checkpoint
+// on the target's backend, with its own paged KV cache and executor. It must share the
+// target's tokenizer, checked at start: same vocabulary size, the same bytes for every token
+// id, and the same special tokens (bos, eos, end of turn). Drafts and target logits are then
+// comparable id for id.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+#include "core/status.h"
+#include "engine/llama_executor.h"
+#include "io/model_source.h"
+#include "model/kv_cache.h"
+#include "model/llama_model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace lancet {
+
+struct DraftModelOptions {
+  std::string path;           // HF directory or .gguf
+  int64_t max_model_len = 0;  // the target's
+  int32_t block_size = 16;
+  int64_t num_blocks = 0;     // draft KV blocks
+  DType kv_dtype = DType::kF32;
+};
+
+struct DraftModel {
+  std::unique_ptr<ModelSource> source;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<PagedKvCache> cache;
+  std::unique_ptr<LlamaExecutor> executor;
+};
+
+// target_tokenizer may be null (checkpoints without one): then only the vocabulary sizes and
+// the special ids of the configs are compared.
+StatusOr<std::unique_ptr<DraftModel>> load_draft_model(const DraftModelOptions& options, Backend& backend,
+                                                       const ModelConfig& target_config,
+                                                       const Tokenizer* target_tokenizer);
+
+// The start-up check alone (for tests): OK when the draft can propose tokens for the target.
+Status check_draft_compatible(const ModelConfig& target, const Tokenizer* target_tok, const ModelConfig& draft,
+                              const Tokenizer* draft_tok);
+
+}  // namespace lancet
