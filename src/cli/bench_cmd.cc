@@ -15,6 +15,8 @@
 #include <random>
 #include <thread>
 
+#include <sys/resource.h>
+
 #include "cli/commands.h"
 #include "cli/runtime_flags.h"
 #include "core/logging.h"
@@ -28,6 +30,13 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+// The process's peak resident memory (Linux reports ru_maxrss in KiB).
+int64_t peak_rss_bytes() {
+  struct rusage ru {};
+  if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+  return static_cast<int64_t>(ru.ru_maxrss) * 1024;
+}
+
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -35,6 +44,17 @@ double percentile(std::vector<double> v, double p) {
   const size_t lo = static_cast<size_t>(idx);
   const size_t hi = std::min(lo + 1, v.size() - 1);
   return v[lo] + (v[hi] - v[lo]) * (idx - static_cast<double>(lo));
+}
+
+// Model flags `lancet serve` has, for benchmarks too, unless the shared runtime flags
+// (runtime_flags.cc) already define them.
+void add_bench_model_flags(CLI::App& app, RuntimeConfig* rc) {
+  if (!app.get_option_no_throw("--quantization"))
+    app.add_option("--quantization", rc->quantization, "online weight quantization (fp8)");
+  if (!app.get_option_no_throw("--gpu-memory-utilization"))
+    app.add_option("--gpu-memory-utilization", rc->gpu_memory_utilization,
+                   "fraction of GPU memory for weights, activations and KV cache")
+        ->capture_default_str();
 }
 
 // Random prompts of `len` ids drawn from the vocabulary (skipping the first 256 ids, where
@@ -133,6 +153,7 @@ int bench_throughput(int argc, char** argv) {
   bool json = false, sequential = false;
   uint64_t seed = 0;
   add_runtime_flags(app, &rc);
+  add_bench_model_flags(app, &rc);
   app.add_option("--num-prompts", num_prompts)->capture_default_str();
   app.add_option("--input-len", input_len)->capture_default_str();
   app.add_option("--output-len", output_len)->capture_default_str();
@@ -193,12 +214,14 @@ int bench_latency(int argc, char** argv) {
   SamplingParams sp;
   sp.temperature = 0.0f;
   sp.ignore_eos = true;
-  int input_len = 32, output_len = 128, iters = 3, warmup = 1;
+  int input_len = 32, output_len = 128, iters = 3, warmup = 1, batch_size = 1;
   double weight_gb = 0, bandwidth_tbs = 0;
   bool json = false;
   add_runtime_flags(app, &rc);
+  add_bench_model_flags(app, &rc);
   app.add_option("--input-len", input_len)->capture_default_str();
   app.add_option("--output-len", output_len)->capture_default_str();
+  app.add_option("--batch-size", batch_size, "requests submitted together each iteration")->capture_default_str();
   app.add_option("--num-iters", iters)->capture_default_str();
   app.add_option("--num-iters-warmup", warmup)->capture_default_str();
   app.add_option("--roofline-weight-gb", weight_gb, "bytes read per token (GB), for % of roofline");
@@ -207,7 +230,14 @@ int bench_latency(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   set_log_level(LogLevel::kWarning);
   sp.max_tokens = output_len;
-  if (rc.max_num_batched_tokens < input_len && rc.max_num_batched_tokens == RuntimeConfig().max_num_batched_tokens)
+  if (batch_size < 1 || input_len < 1 || output_len < 1) {
+    std::fprintf(stderr, "lancet bench latency: --batch-size, --input-len and --output-len must be at least 1\n");
+    return 2;
+  }
+  rc.max_num_seqs = std::max<int64_t>(rc.max_num_seqs, batch_size);
+  // Unless given, the step budget grows to the prompt (up to 16384) so TTFT is one prefill;
+  // a budget given on the command line is kept (it bounds the activations at long context).
+  if (rc.max_num_batched_tokens < input_len && app.count("--max-num-batched-tokens") == 0)
     rc.max_num_batched_tokens = std::max<int64_t>(rc.max_num_batched_tokens, std::min(input_len, 16384));
   auto rt = Runtime::create(rc);
   if (!rt.ok()) {
@@ -216,23 +246,48 @@ int bench_latency(int argc, char** argv) {
   }
   std::vector<double> ttft, tpot, e2e;
   for (int it = 0; it < warmup + iters; ++it) {
-    auto prompts = make_prompts(**rt, 1, input_len, "", 1000 + it);  // fresh prompt: no cache hits
-    auto t = run_requests(**rt, *prompts, sp, true);
+    // Fresh prompts every iteration: no prefix-cache hits.
+    auto prompts = make_prompts(**rt, batch_size, input_len, "", 1000 + static_cast<uint64_t>(it) * batch_size);
+    auto t = run_requests(**rt, *prompts, sp, /*sequential=*/batch_size == 1);
     if (!t.ok()) {
       std::fprintf(stderr, "lancet bench latency: %s\n", t.status().to_string().c_str());
       return 1;
     }
     if (it < warmup) continue;
-    const RequestTiming& r = (*t)[0];
-    ttft.push_back(r.ttft);
-    e2e.push_back(r.e2e);
-    if (r.output_tokens > 1) tpot.push_back((r.e2e - r.ttft) / static_cast<double>(r.output_tokens - 1));
+    // A batch counts as one measurement: its first tokens are in when the slowest request's
+    // is, it ends with the last one, and each request's TPOT is the median's input.
+    double it_ttft = 0, it_e2e = 0;
+    for (const RequestTiming& r : *t) {
+      it_ttft = std::max(it_ttft, r.ttft);
+      it_e2e = std::max(it_e2e, r.e2e);
+      if (r.output_tokens > 1) tpot.push_back((r.e2e - r.ttft) / static_cast<double>(r.output_tokens - 1));
+    }
+    ttft.push_back(it_ttft);
+    e2e.push_back(it_e2e);
   }
   const double tpot_med = percentile(tpot, 50);
-  const double tok_s = tpot_med > 0 ? 1.0 / tpot_med : 0;
-  nlohmann::json j = {{"input_len", input_len}, {"output_len", output_len}, {"iters", iters},
+  // Decode rate of the whole batch (one token per request per TPOT).
+  const double tok_s = tpot_med > 0 ? batch_size / tpot_med : 0;
+  nlohmann::json j = {{"input_len", input_len}, {"output_len", output_len}, {"batch_size", batch_size}, {"iters", iters},
                       {"ttft_s_median", percentile(ttft, 50)}, {"tpot_ms_median", tpot_med * 1e3},
                       {"decode_tok_per_s", tok_s}, {"e2e_s_median", percentile(e2e, 50)}};
+  // Memory at this length: what the long-context table (bench/long_context) reports.
+  const Runtime::MemoryReport& mem = (*rt)->memory_report();
+  const int64_t seq_tokens = static_cast<int64_t>(input_len) + output_len;
+  const int64_t seq_blocks = (seq_tokens + mem.kv_block_size - 1) / mem.kv_block_size;
+  j["backend"] = rc.backend;
+  j["max_model_len"] = (*rt)->max_model_len();
+  j["weight_bytes"] = mem.weight_bytes;
+  j["kv_cache"] = {{"dtype", mem.kv_dtype},
+                   {"num_blocks", mem.kv_num_blocks},
+                   {"block_size", mem.kv_block_size},
+                   {"bytes", mem.kv_num_blocks * mem.kv_block_bytes},
+                   {"bytes_per_token", mem.kv_bytes_per_token},
+                   {"bytes_per_seq", seq_blocks * mem.kv_block_bytes}};
+  // Sequences of input_len + output_len tokens the cache holds at once (what bounds batching
+  // at this context length).
+  j["max_concurrent_seqs"] = seq_blocks > 0 ? mem.kv_num_blocks / seq_blocks : 0;
+  j["peak_rss_bytes"] = peak_rss_bytes();
   if (weight_gb > 0 && bandwidth_tbs > 0) {
     const double roof = bandwidth_tbs * 1e3 / weight_gb;
     j["roofline_tok_per_s"] = roof;
@@ -241,10 +296,17 @@ int bench_latency(int argc, char** argv) {
   if (json) {
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("%-18s %d in / %d out, %d iterations\n", "request", input_len, output_len, iters);
+    std::printf("%-18s %d in / %d out, batch %d, %d iterations\n", "request", input_len, output_len, batch_size,
+                iters);
     std::printf("%-18s %.3f s\n", "TTFT (median)", j["ttft_s_median"].get<double>());
     std::printf("%-18s %.2f ms\n", "TPOT (median)", j["tpot_ms_median"].get<double>());
     std::printf("%-18s %.1f tok/s\n", "decode", tok_s);
+    std::printf("%-18s %.2f GiB weights + %.2f GiB KV per sequence (%s)\n", "memory",
+                static_cast<double>(mem.weight_bytes) / (1 << 30),
+                static_cast<double>(seq_blocks * mem.kv_block_bytes) / (1 << 30), mem.kv_dtype.c_str());
+    std::printf("%-18s %lld blocks of %lld tokens: %lld sequences of %lld tokens\n", "KV cache",
+                static_cast<long long>(mem.kv_num_blocks), static_cast<long long>(mem.kv_block_size),
+                static_cast<long long>(j["max_concurrent_seqs"].get<int64_t>()), static_cast<long long>(seq_tokens));
     if (j.contains("pct_of_roofline"))
       std::printf("%-18s %.1f%% of %.0f tok/s\n", "roofline", j["pct_of_roofline"].get<double>(),
                   j["roofline_tok_per_s"].get<double>());
