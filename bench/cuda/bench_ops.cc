@@ -25,6 +25,7 @@ namespace {
 
 constexpr double kCopyGBs = 4250.0;
 constexpr double kBf16TFlops = 759.0;
+constexpr double kFp8SpecTFlops = 1979.0;  // H200 dense FP8 tensor-core peak (spec sheet; not measured)
 
 void die(const Status& s, const char* what) {
   if (s.ok()) return;
@@ -56,33 +57,44 @@ void row(const char* kind, const std::string& name, double us, double achieved, 
               kind, name.c_str(), us, achieved, unit, ceiling);
 }
 
-void bench_matmul(Backend& be, const char* name, int64_t m, int64_t k) {
+// fp8: E4M3 weights with per-row scales (FP8 activations above the gemv rows).
+void bench_matmul(Backend& be, const char* name, int64_t m, int64_t k, bool fp8 = false) {
   std::vector<uint16_t> host(static_cast<size_t>(m * k));
+  std::vector<uint8_t> host8;
+  std::vector<float> scales;
   std::mt19937 g(static_cast<uint32_t>(m + k));
   std::normal_distribution<float> d(0.0f, 0.02f);
   for (auto& v : host) v = f32_to_bf16(d(g));
   TensorView t{DType::kBF16, {m, k}, host.data(), host.size() * 2};
-  const size_t wbytes = static_cast<size_t>(m * k) * 2;
+  TensorView ts;
+  if (fp8) {
+    host8.resize(host.size());
+    scales.assign(static_cast<size_t>(m), 0.1f / 448.0f);
+    for (size_t i = 0; i < host.size(); ++i) host8[i] = f32_to_fp8e4m3(bf16_to_f32(host[i]) / scales[0]);
+    t = TensorView{DType::kF8E4M3, {m, k}, host8.data(), host8.size()};
+    ts = TensorView{DType::kF32, {m}, scales.data(), scales.size() * 4};
+  }
+  const size_t wbytes = static_cast<size_t>(m * k) * (fp8 ? 1 : 2);
   const int copies = static_cast<int>(std::max<size_t>(1, (size_t{512} << 20) / wbytes + 1));
   std::vector<WeightMatrix> ws;
   for (int c = 0; c < std::min(copies, 64); ++c) {
-    auto w = be.upload_weight({name, &t, nullptr});
+    auto w = be.upload_weight({name, &t, fp8 ? &ts : nullptr});
     die(w.status(), "upload");
     ws.push_back(*w);
   }
-  for (int64_t n : {int64_t{1}, int64_t{512}, int64_t{4096}}) {
+  for (int64_t n : {int64_t{1}, int64_t{4}, int64_t{512}, int64_t{4096}}) {
     Buffer x = dev_alloc(be, static_cast<size_t>(n * k) * 4), y = dev_alloc(be, static_cast<size_t>(n * m) * 4);
     const int reps = n == 1 ? 200 : 20;
     const double s = time_per_call(be, reps, [&](int i) {
       die(be.matmul(x.as<float>(), n, ws[i % ws.size()], y.as<float>()), "matmul");
     });
-    const std::string label = std::string(name) + " n=" + std::to_string(n) + " [" + std::to_string(m) + "x" +
-                              std::to_string(k) + "]";
-    if (n == 1) {
+    const std::string label = std::string(fp8 ? "fp8 " : "") + name + " n=" + std::to_string(n) + " [" +
+                              std::to_string(m) + "x" + std::to_string(k) + "]";
+    if (n <= 4) {
       const double bytes = wbytes + (n * k + n * m) * 4.0;
       row("matmul", label, s * 1e6, bytes / s / 1e9, "GB/s", kCopyGBs);
     } else {
-      row("matmul", label, s * 1e6, 2.0 * n * m * k / s / 1e12, "TFLOP/s", kBf16TFlops);
+      row("matmul", label, s * 1e6, 2.0 * n * m * k / s / 1e12, "TFLOP/s", fp8 ? kFp8SpecTFlops : kBf16TFlops);
     }
   }
 }
@@ -134,6 +146,9 @@ int main() {
   bench_matmul(**be, "gate/up_proj", 14336, 4096);
   bench_matmul(**be, "down_proj", 4096, 14336);
   bench_matmul(**be, "lm_head", 128256, 4096);
+  bench_matmul(**be, "q/o_proj", 4096, 4096, true);
+  bench_matmul(**be, "gate/up_proj", 14336, 4096, true);
+  bench_matmul(**be, "down_proj", 4096, 14336, true);
   for (int64_t ctx : {int64_t{1024}, int64_t{8192}, int64_t{32768}}) bench_attention(**be, 1, ctx, 1);
   bench_attention(**be, 64, 1024, 1);
   bench_attention(**be, 256, 2048, 1);

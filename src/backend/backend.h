@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -68,14 +70,14 @@ struct WeightSpec {
 // readers multiply back by the scale. Other dtypes ignore the scales.
 struct KvCacheLayer {
   DType dtype = DType::kF32;  // kF32, kBF16 or kF8E4M3
-  float k_scale = 1.0f;
-  float v_scale = 1.0f;
   int64_t num_blocks = 0;
   int64_t block_size = 0;
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;
   void* k = nullptr;
   void* v = nullptr;
+  float k_scale = 1.0f;
+  float v_scale = 1.0f;
 };
 
 // Fused residual add + RMSNorm: if x is set, residual += x; then
@@ -134,6 +136,19 @@ struct KvWriteArgs {
   const int64_t* slot_mapping = nullptr;  // [num_tokens]
 };
 
+// How a backend whose tensor cores take 16-bit inputs rounds the activations it multiplies:
+// kFast rounds them to BF16 (8 mantissa bits: what serving engines do); kExact splits each
+// value into two BF16 halves (x = hi + lo, about 16 mantissa bits) and runs the GEMM on both,
+// at twice the tensor-core work, so results follow an f32 reference closely enough for greedy
+// decoding of near-tied logits to agree. Backends computing in f32 ignore it.
+enum class ActivationPrecision { kFast, kExact };
+
+// A captured sequence of ops that can be replayed (CUDA graphs); see Backend::begin_capture.
+class BackendGraph {
+ public:
+  virtual ~BackendGraph() = default;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -171,7 +186,65 @@ class Backend {
   // out[r] = x[rows[r]] (picks the rows that need logits).
   virtual Status gather_rows(const float* x /*[n, d]*/, int64_t n, int64_t d,
                              const int32_t* rows /*[r]*/, int64_t r, float* out /*[r, d]*/) = 0;
+
+  // ---- fused ops: the defaults compose the ops above; backends override them when one
+  // kernel can do the work of several (fewer launches and one read of x) ----
+  // ys[i] [n, ws[i]->rows] = x . ws[i]^T for every i (q, k and v from one normalized input).
+  virtual Status matmul_multi(const float* x /*[n, cols]*/, int64_t n,
+                              std::span<const WeightMatrix* const> ws, std::span<float* const> ys);
+  // act = silu(x . gate^T) * (x . up^T). gate_out and up_out [n, gate.rows] are scratch that
+  // an implementation may use (and leave in any state).
+  virtual Status matmul_gate_up_silu(const float* x /*[n, cols]*/, int64_t n, const WeightMatrix& gate,
+                                     const WeightMatrix& up, float* gate_out, float* up_out,
+                                     float* act /*[n, gate.rows]*/);
+
+  // ---- graphs: ops enqueued between begin_capture and end_capture are recorded instead of
+  // run, and launch_graph replays them with the same pointers and shapes (the data behind the
+  // pointers may change). Nothing may be allocated or copied to the host while capturing. ----
+  virtual void set_activation_precision(ActivationPrecision p) { (void)p; }
+
+  virtual bool supports_graphs() const { return false; }
+  virtual Status begin_capture() { return Unimplemented(std::string(name()) + " backend has no graphs"); }
+  virtual StatusOr<std::unique_ptr<BackendGraph>> end_capture() {
+    return Unimplemented(std::string(name()) + " backend has no graphs");
+  }
+  virtual Status launch_graph(BackendGraph& graph) {
+    (void)graph;
+    return Unimplemented(std::string(name()) + " backend has no graphs");
+  }
+  // Host memory the backend copies from fastest (pinned on CUDA; plain memory on CPU).
+  virtual StatusOr<Buffer> alloc_host(size_t nbytes);
+  // Free and total bytes of device memory; false where memory is the host's (CPU).
+  virtual bool memory_info(size_t* free_bytes, size_t* total_bytes) {
+    (void)free_bytes;
+    (void)total_bytes;
+    return false;
+  }
 };
+
+// The fused ops' and alloc_host's defaults, inline so that every backend library has them
+// without linking the factory library.
+inline Status Backend::matmul_multi(const float* x, int64_t n, std::span<const WeightMatrix* const> ws,
+                             std::span<float* const> ys) {
+  if (ws.size() != ys.size()) return InvalidArgument("matmul_multi: weight and output counts differ");
+  for (size_t i = 0; i < ws.size(); ++i) RETURN_IF_ERROR(matmul(x, n, *ws[i], ys[i]));
+  return OkStatus();
+}
+
+inline Status Backend::matmul_gate_up_silu(const float* x, int64_t n, const WeightMatrix& gate, const WeightMatrix& up,
+                                    float* gate_out, float* up_out, float* act) {
+  if (gate.rows != up.rows || gate.cols != up.cols)
+    return InvalidArgument("matmul_gate_up_silu: " + gate.name + " and " + up.name + " differ in shape");
+  RETURN_IF_ERROR(matmul(x, n, gate, gate_out));
+  RETURN_IF_ERROR(matmul(x, n, up, up_out));
+  return silu_mul(gate_out, up_out, n, gate.rows, act);
+}
+
+inline StatusOr<Buffer> Backend::alloc_host(size_t nbytes) {
+  const size_t n = nbytes ? nbytes : 1;
+  void* p = ::operator new(n, std::align_val_t{64});
+  return Buffer(p, nbytes, std::shared_ptr<void>(p, [](void* q) { ::operator delete(q, std::align_val_t{64}); }));
+}
 
 struct CpuBackendOptions {
   int num_threads = 0;  // 0 = the process-wide default pool

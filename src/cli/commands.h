@@ -16,6 +16,9 @@ int cmd_detokenize(int argc, char** argv);
 int cmd_chat_template(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
 int cmd_bench_serve(int argc, char** argv);
+int cmd_quantize(int argc, char** argv);
+int cmd_eval_precision(int argc, char** argv);
+int cmd_eval_needle(int argc, char** argv);
 
 }  // namespace lancet::cli
 

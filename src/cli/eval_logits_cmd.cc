@@ -38,6 +38,10 @@ int cmd_eval_logits(int argc, char** argv) {
   app.add_option("--block-size", block_size, "KV cache block size");
   app.add_option("--kv-dtype", kv_dtype, "KV cache dtype: f32 or bf16");
   app.add_option("--threads", threads, "CPU threads (0 = all)");
+  std::string precision = "exact";
+  app.add_option("--activation-precision", precision,
+                 "GPU GEMM inputs: exact (bf16 hi+lo, close to f32) or fast (bf16, as served)")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -52,8 +56,11 @@ int cmd_eval_logits(int argc, char** argv) {
   if (block_size <= 0) return fail(InvalidArgument("--block-size must be positive"));
   auto src = open_model_source(model_path);
   if (!src.ok()) return fail(src.status());
+  if (precision != "exact" && precision != "fast")
+    return fail(InvalidArgument("--activation-precision must be exact or fast"));
   auto backend = make_backend(backend_name);
   if (!backend.ok()) return fail(backend.status());
+  (*backend)->set_activation_precision(precision == "exact" ? ActivationPrecision::kExact : ActivationPrecision::kFast);
   auto cases = read_golden_cases(golden_path);
   if (!cases.ok()) return fail(cases.status());
   auto golden = SafetensorsFile::open(golden_path);

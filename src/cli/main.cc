@@ -24,6 +24,9 @@ const Command kCommands[] = {
     {"detokenize", lancet::cli::cmd_detokenize, "decode a JSON id list from stdin"},
     {"chat-template", lancet::cli::cmd_chat_template, "render JSON messages from stdin with the chat template"},
     {"serve", lancet::cli::cmd_serve, "serve a model over the OpenAI-compatible HTTP API"},
+    {"quantize", lancet::cli::cmd_quantize, "convert a checkpoint to FP8 (compressed-tensors layout)"},
+    {"eval-needle", lancet::cli::cmd_eval_needle, "needle-in-a-haystack long-context test"},
+    {"eval-precision", lancet::cli::cmd_eval_precision, "compare FP8 weights / KV cache with the reference precision"},
     {"version", lancet::cli::cmd_version, "print the version and the backends compiled in"},
 };
 

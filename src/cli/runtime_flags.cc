@@ -13,14 +13,24 @@ void add_runtime_flags(CLI::App& app, RuntimeConfig* c) {
                "allow --max-model-len past the model's trained length");
   app.add_option("--block-size", c->block_size, "KV cache block size in tokens")->capture_default_str();
   app.add_option("--kv-cache-memory", c->kv_cache_memory, "KV cache bytes (default: automatic)");
+  app.add_flag("--enforce-eager", c->enforce_eager, "launch every kernel each step (no CUDA graphs for decode)");
+  app.add_option("--activation-precision", c->activation_precision,
+                 "GPU GEMM inputs: fast (bf16) or exact (bf16 hi+lo, twice the tensor-core work)")
+      ->capture_default_str();
   app.add_option("--max-num-seqs", c->max_num_seqs, "sequences per step")->capture_default_str();
   app.add_option("--max-num-batched-tokens", c->max_num_batched_tokens, "tokens per step (chunked prefill)")
       ->capture_default_str();
   app.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", c->enable_prefix_caching,
                "reuse KV blocks of shared prompt prefixes (default on)");
   app.add_option("--chat-template", c->chat_template, "chat template file or text (default: the model's)");
-  app.add_option("--kv-cache-dtype", c->kv_cache_dtype, "auto, float32 or bfloat16")->capture_default_str();
+  app.add_option("--kv-cache-dtype", c->kv_cache_dtype, "auto, float32, bfloat16 or fp8 (fp8_e4m3: E4M3 with per-layer K/V scales from the checkpoint, else calibrated at start)")->capture_default_str();
+  app.add_option("--quantization", c->quantization,
+                 "fp8: quantize the layers' linear weights to FP8 E4M3 (per-channel scales) at load");
   app.add_option("--threads", c->num_threads, "CPU threads (default: all cores)");
+  app.add_option("--speculative-config", c->speculative_config,
+                 "speculative decoding, JSON as vLLM: {\"method\": \"draft\", \"model\": PATH, "
+                 "\"num_speculative_tokens\": k} or {\"method\": \"ngram\", \"num_speculative_tokens\": k, "
+                 "\"prompt_lookup_min\": 2, \"prompt_lookup_max\": 4}");
   app.add_flag("--special-tokens-in-content", c->special_tokens_in_content,
                "parse special-token strings inside chat messages (HF behaviour; default: plain text)");
 }

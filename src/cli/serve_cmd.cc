@@ -68,7 +68,6 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--served-model-name", rc.served_model_name, "model name in the API (default: the file's)");
   app.add_option("--gpu-memory-utilization", rc.gpu_memory_utilization, "fraction of GPU memory to use")
       ->capture_default_str();
-  app.add_option("--quantization,-q", rc.quantization, "online weight quantization (fp8)");
   app.add_option("--max-logprobs", rc.max_logprobs, "largest logprobs/top_logprobs a request may ask for")
       ->capture_default_str();
   int tensor_parallel = 1;

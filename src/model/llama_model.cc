@@ -1,16 +1,30 @@
 // LlamaModel: weight loading, the rope table upload, and the per-step forward graph.
 #include "model/llama_model.h"
 
+#include "model/decode_graphs.h"
+
 #include <cmath>
 #include <string>
 
 namespace lancet {
 
+// The calibration hook: this layer's K (after rope) and V rows, copied to the host and folded
+// into the observer's per-layer absmax. Only runs while an observer is attached.
+static Status observe_kv(Backend& be, KvAbsmaxObserver* obs, int64_t layer, const float* k /*[rows, row]*/,
+                         const float* v /*[rows, row]*/, int64_t rows, int64_t row) {
+  std::vector<float> hk(rows * row), hv(rows * row);
+  RETURN_IF_ERROR(be.synchronize());
+  RETURN_IF_ERROR(be.copy_to_host(hk.data(), k, hk.size() * sizeof(float)));
+  RETURN_IF_ERROR(be.copy_to_host(hv.data(), v, hv.size() * sizeof(float)));
+  obs->observe(layer, hk.data(), hv.data(), rows * row, rows);
+  return OkStatus();
+}
+
 StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::create(const ModelSource& src, Backend& backend,
                                                          const LlamaModelOptions& opts) {
   std::unique_ptr<LlamaModel> m(new LlamaModel(backend));
   m->cfg_ = src.config();
-  ASSIGN_OR_RETURN(m->w_, load_llama_weights(src, backend));
+  ASSIGN_OR_RETURN(m->w_, load_llama_weights(src, backend, opts.weights));
   int64_t len = opts.max_model_len;
   if (len <= 0) len = std::min<int64_t>(m->cfg_.max_position_embeddings > 0 ? m->cfg_.max_position_embeddings : 8192, 131072);
   m->max_model_len_ = len;
@@ -27,8 +41,13 @@ StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::create(const ModelSource& src,
   ASSIGN_OR_RETURN(m->d_sin_, backend.alloc(tb));
   RETURN_IF_ERROR(backend.copy_to_device(m->d_cos_.data(), m->rope_.cos.data(), tb));
   RETURN_IF_ERROR(backend.copy_to_device(m->d_sin_.data(), m->rope_.sin.data(), tb));
+  if (opts.decode_graphs && backend.supports_graphs())
+    m->graphs_ = std::make_unique<DecodeGraphs>(backend, m->max_model_len_);
   return m;
 }
+
+LlamaModel::LlamaModel(Backend& be) : be_(be) {}
+LlamaModel::~LlamaModel() = default;
 
 KvCacheConfig LlamaModel::kv_cache_config(int64_t num_blocks, int64_t block_size, DType dtype) const {
   KvCacheConfig c;
@@ -43,6 +62,7 @@ KvCacheConfig LlamaModel::kv_cache_config(int64_t num_blocks, int64_t block_size
 
 Status LlamaModel::ensure_workspace(int64_t T, int64_t R) {
   if (T <= ws_tokens_ && R <= ws_rows_) return OkStatus();
+  if (graphs_) graphs_->invalidate();
   T = std::max(T, ws_tokens_);
   R = std::max(R, ws_rows_);
   const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size, D = cfg_.head_dim;
@@ -78,15 +98,38 @@ Status LlamaModel::forward(const StepMetadata& st, PagedKvCache& cache, std::vec
     if (p >= max_model_len_)
       return OutOfRange("forward: position " + std::to_string(p) + " past max_model_len " +
                         std::to_string(max_model_len_));
+  if (!cache.has_scales())
+    return FailedPrecondition("forward: the fp8 kv cache has no K/V scales (set them from the checkpoint or a calibration)");
+  if (graphs_ && !kv_observer_ && DecodeGraphs::eligible(st)) return graphs_->run(*this, st, cache, logits);
   RETURN_IF_ERROR(ensure_workspace(T, R));
-  const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size, D = cfg_.head_dim;
+  StepView v;
+  v.num_tokens = T;
+  v.num_seqs = st.num_seqs;
+  v.max_blocks_per_seq = st.max_blocks_per_seq;
+  v.num_logits_rows = R;
+  v.token_ids = st.d_token_ids.as<int32_t>();
+  v.positions = st.d_positions.as<int32_t>();
+  v.query_start = st.d_query_start.as<int32_t>();
+  v.context_lens = st.d_context_lens.as<int32_t>();
+  v.slot_mapping = st.d_slot_mapping.as<int64_t>();
+  v.block_tables = st.d_block_tables.as<int32_t>();
+  v.logits_rows = st.d_logits_rows.as<int32_t>();
+  RETURN_IF_ERROR(enqueue(v, cache));
+  if (R == 0) return be_.synchronize();
+  logits->resize(R * cfg_.vocab_size);
+  RETURN_IF_ERROR(be_.copy_to_host(logits->data(), logits_.as<float>(), logits->size() * sizeof(float)));
+  return be_.synchronize();
+}
+
+Status LlamaModel::enqueue(const StepView& st, PagedKvCache& cache) {
+  const int64_t T = st.num_tokens, R = st.num_logits_rows;
+  if (T > ws_tokens_ || R > ws_rows_) return FailedPrecondition("enqueue: workspace smaller than the step");
+  const int64_t H = cfg_.hidden_size, D = cfg_.head_dim;
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   float* residual = residual_.as<float>();
   float* hidden = hidden_.as<float>();
   float* proj = proj_.as<float>();
-
-  RETURN_IF_ERROR(be_.embedding(w_.embed, st.d_token_ids.as<int32_t>(), T, residual));
-
+  RETURN_IF_ERROR(be_.embedding(w_.embed, st.token_ids, T, residual));
   RopeArgs ra;
   ra.num_tokens = T;
   ra.num_heads = cfg_.num_heads;
@@ -96,17 +139,15 @@ Status LlamaModel::forward(const StepMetadata& st, PagedKvCache& cache, std::vec
   ra.interleaved = cfg_.rope_interleaved;
   ra.q = q_.as<float>();
   ra.k = k_.as<float>();
-  ra.positions = st.d_positions.as<int32_t>();
+  ra.positions = st.positions;
   ra.cos = d_cos_.as<float>();
   ra.sin = d_sin_.as<float>();
   ra.max_positions = rope_.max_positions;
-
   KvWriteArgs kw;
   kw.num_tokens = T;
   kw.k = k_.as<float>();
   kw.v = v_.as<float>();
-  kw.slot_mapping = st.d_slot_mapping.as<int64_t>();
-
+  kw.slot_mapping = st.slot_mapping;
   PagedAttentionArgs pa;
   pa.num_tokens = T;
   pa.num_seqs = st.num_seqs;
@@ -114,39 +155,36 @@ Status LlamaModel::forward(const StepMetadata& st, PagedKvCache& cache, std::vec
   pa.max_blocks_per_seq = st.max_blocks_per_seq;
   pa.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
   pa.q = q_.as<float>();
-  pa.query_start = st.d_query_start.as<int32_t>();
-  pa.context_lens = st.d_context_lens.as<int32_t>();
-  pa.block_tables = st.d_block_tables.as<int32_t>();
+  pa.query_start = st.query_start;
+  pa.context_lens = st.context_lens;
+  pa.block_tables = st.block_tables;
   pa.out = attn_.as<float>();
-
+  float* qkv_out[3] = {q_.as<float>(), k_.as<float>(), v_.as<float>()};
   for (int64_t l = 0; l < cfg_.num_layers; ++l) {
     const LlamaLayerWeights& L = w_.layers[l];
     RmsNormArgs n1{T, H, l == 0 ? nullptr : proj, residual, L.input_norm.as<float>(), eps, hidden};
     RETURN_IF_ERROR(be_.rms_norm(n1));
-    RETURN_IF_ERROR(be_.matmul(hidden, T, L.q, q_.as<float>()));
-    RETURN_IF_ERROR(be_.matmul(hidden, T, L.k, k_.as<float>()));
-    RETURN_IF_ERROR(be_.matmul(hidden, T, L.v, v_.as<float>()));
+    const WeightMatrix* qkv[3] = {&L.q, &L.k, &L.v};
+    RETURN_IF_ERROR(be_.matmul_multi(hidden, T, qkv, qkv_out));
     RETURN_IF_ERROR(be_.rope(ra));
+    if (kv_observer_) RETURN_IF_ERROR(observe_kv(be_, kv_observer_, l, k_.as<float>(), v_.as<float>(), T,
+                                                  cfg_.num_kv_heads * D));
     RETURN_IF_ERROR(be_.kv_write(kw, cache.layer(l)));
     RETURN_IF_ERROR(be_.paged_attention(pa, cache.layer(l)));
     RETURN_IF_ERROR(be_.matmul(attn_.as<float>(), T, L.o, proj));
     RmsNormArgs n2{T, H, proj, residual, L.post_norm.as<float>(), eps, hidden};
     RETURN_IF_ERROR(be_.rms_norm(n2));
-    RETURN_IF_ERROR(be_.matmul(hidden, T, L.gate, gate_.as<float>()));
-    RETURN_IF_ERROR(be_.matmul(hidden, T, L.up, up_.as<float>()));
-    RETURN_IF_ERROR(be_.silu_mul(gate_.as<float>(), up_.as<float>(), T, I, act_.as<float>()));
+    RETURN_IF_ERROR(be_.matmul_gate_up_silu(hidden, T, L.gate, L.up, gate_.as<float>(), up_.as<float>(),
+                                            act_.as<float>()));
     RETURN_IF_ERROR(be_.matmul(act_.as<float>(), T, L.down, proj));
   }
   if (R == 0) return OkStatus();
   // Only the rows that need logits go through the final norm and the lm_head.
-  RETURN_IF_ERROR(be_.gather_rows(residual, T, H, st.d_logits_rows.as<int32_t>(), R, hidden));
-  RETURN_IF_ERROR(be_.gather_rows(proj, T, H, st.d_logits_rows.as<int32_t>(), R, sel_.as<float>()));
+  RETURN_IF_ERROR(be_.gather_rows(residual, T, H, st.logits_rows, R, hidden));
+  RETURN_IF_ERROR(be_.gather_rows(proj, T, H, st.logits_rows, R, sel_.as<float>()));
   RmsNormArgs nf{R, H, sel_.as<float>(), hidden, w_.final_norm.as<float>(), eps, proj};
   RETURN_IF_ERROR(be_.rms_norm(nf));
-  RETURN_IF_ERROR(be_.matmul(proj, R, w_.lm_head, logits_.as<float>()));
-  logits->resize(R * cfg_.vocab_size);
-  RETURN_IF_ERROR(be_.copy_to_host(logits->data(), logits_.as<float>(), logits->size() * sizeof(float)));
-  return be_.synchronize();
+  return be_.matmul(proj, R, w_.lm_head, logits_.as<float>());
 }
 
 }  // namespace lancet

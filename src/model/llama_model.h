@@ -22,7 +22,29 @@ struct LlamaModelOptions {
   // Round rope frequencies to the checkpoint dtype the way transformers does for its
   // inv_freq buffer (rope.h), for HF checkpoints in bf16/f16. GGUF files are never rounded.
   bool hf_rope_rounding = true;
+  // Weight conversions at load (online FP8 quantization, GGUF -> BF16 reference).
+  LlamaWeightOptions weights;
+  // Replay decode steps as captured graphs on backends that have them (model/decode_graphs.h).
+  bool decode_graphs = true;
 };
+
+// Device pointers and sizes of one step, whichever buffers hold them (StepMetadata's own
+// copies, or the fixed buffers the decode graphs replay from).
+struct StepView {
+  int64_t num_tokens = 0;
+  int64_t num_seqs = 0;
+  int64_t max_blocks_per_seq = 0;
+  int64_t num_logits_rows = 0;
+  const int32_t* token_ids = nullptr;     // [num_tokens]
+  const int32_t* positions = nullptr;     // [num_tokens]
+  const int32_t* query_start = nullptr;   // [num_seqs + 1]
+  const int32_t* context_lens = nullptr;  // [num_seqs]
+  const int64_t* slot_mapping = nullptr;  // [num_tokens]
+  const int32_t* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq]
+  const int32_t* logits_rows = nullptr;   // [num_logits_rows]
+};
+
+class DecodeGraphs;
 
 class LlamaModel {
  public:
@@ -40,9 +62,22 @@ class LlamaModel {
   // Runs one step; logits (host) get [step.num_logits_rows, vocab], rows in step order.
   Status forward(const StepMetadata& step, PagedKvCache& cache, std::vector<float>* logits);
 
- private:
-  LlamaModel(Backend& be) : be_(be) {}
+  // The step's work enqueued on the backend (nothing waited for, nothing copied to the host):
+  // the logits of its rows land in logits_device(). Callers size the workspace first.
+  Status enqueue(const StepView& v, PagedKvCache& cache);
+  // Grows the activation buffers to num_tokens rows and logits_rows logits rows; growing
+  // drops the captured decode graphs (they point at the old buffers).
   Status ensure_workspace(int64_t num_tokens, int64_t logits_rows);
+  const float* logits_device() const { return logits_.as<float>(); }
+  Backend& backend() { return be_; }
+  // FP8 KV calibration hook (model/kv_calibration.h): while set, every step copies each
+  // layer's K (after rope) and V rows to the host and folds their absmax into the observer.
+  // Null (the default) costs one pointer test per layer.
+  void set_kv_observer(KvAbsmaxObserver* observer) { kv_observer_ = observer; }
+  ~LlamaModel();
+
+ private:
+  explicit LlamaModel(Backend& be);
 
   Backend& be_;
   ModelConfig cfg_;
@@ -53,6 +88,8 @@ class LlamaModel {
   // Activations, grown to the largest step seen.
   int64_t ws_tokens_ = 0, ws_rows_ = 0;
   Buffer residual_, hidden_, q_, k_, v_, attn_, proj_, gate_, up_, act_, sel_, logits_;
+  std::unique_ptr<DecodeGraphs> graphs_;  // null when disabled or unsupported
+  KvAbsmaxObserver* kv_observer_ = nullptr;  // calibration only
 };
 
 }  // namespace lancet

@@ -23,11 +23,14 @@ struct Geometry {
   int64_t num_heads, num_kv_heads, head_dim;
 };
 
+// kExact runs the CUDA-core kernel for everything (f32 arithmetic: matches the CPU to
+// rounding); kFast sends prompt chunks to the tensor-core kernel (BF16 Q, K, V, P).
 void run_attention(const Geometry& geo, int64_t block_size, DType kv_dtype, const std::vector<SeqSpec>& seqs,
-                   uint32_t seed) {
+                   uint32_t seed, ActivationPrecision precision = ActivationPrecision::kExact) {
   auto g = gpu_backend();
   auto c = cpu_reference();
   ASSERT_TRUE(g && c);
+  g->set_activation_precision(precision);
   const int64_t S = static_cast<int64_t>(seqs.size());
   const int64_t D = geo.head_dim, kv_row = geo.num_kv_heads * D, q_row = geo.num_heads * D;
   int64_t max_blocks = 0, total_blocks = 0, T = 0;
@@ -54,7 +57,25 @@ void run_attention(const Geometry& geo, int64_t block_size, DType kv_dtype, cons
   const size_t elems = static_cast<size_t>(num_blocks * block_size * kv_row);
   const auto kf = random_floats(elems, seed + 1), vf = random_floats(elems, seed + 2);
   std::vector<uint8_t> kbytes, vbytes;
-  if (kv_dtype == DType::kF32) {
+  // FP8: the GPU reads e4m3 codes times the scales; the CPU reference reads the same values
+  // decoded to f32.
+  const float k_scale = 0.0071f, v_scale = 0.0053f;
+  std::vector<uint8_t> k8, v8;
+  DType ref_dtype = kv_dtype;
+  if (kv_dtype == DType::kF8E4M3) {
+    ref_dtype = DType::kF32;
+    k8.resize(elems);
+    v8.resize(elems);
+    std::vector<float> kd(elems), vd(elems);
+    for (size_t i = 0; i < elems; ++i) {
+      k8[i] = f32_to_fp8e4m3(kf[i] / k_scale);
+      v8[i] = f32_to_fp8e4m3(vf[i] / v_scale);
+      kd[i] = fp8e4m3_to_f32(k8[i]) * k_scale;
+      vd[i] = fp8e4m3_to_f32(v8[i]) * v_scale;
+    }
+    kbytes.assign(reinterpret_cast<const uint8_t*>(kd.data()), reinterpret_cast<const uint8_t*>(kd.data() + elems));
+    vbytes.assign(reinterpret_cast<const uint8_t*>(vd.data()), reinterpret_cast<const uint8_t*>(vd.data() + elems));
+  } else if (kv_dtype == DType::kF32) {
     kbytes.assign(reinterpret_cast<const uint8_t*>(kf.data()), reinterpret_cast<const uint8_t*>(kf.data() + elems));
     vbytes.assign(reinterpret_cast<const uint8_t*>(vf.data()), reinterpret_cast<const uint8_t*>(vf.data() + elems));
   } else {
@@ -65,17 +86,22 @@ void run_attention(const Geometry& geo, int64_t block_size, DType kv_dtype, cons
   const auto q = random_floats(T * q_row, seed + 3, 2.0f);
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
 
-  KvCacheLayer cc{kv_dtype, num_blocks, block_size, geo.num_kv_heads, D, kbytes.data(), vbytes.data()};
+  KvCacheLayer cc{ref_dtype, num_blocks, block_size, geo.num_kv_heads, D, kbytes.data(), vbytes.data()};
   std::vector<float> ref(T * q_row, -1.0f);
   PagedAttentionArgs ca{T, S, geo.num_heads, max_blocks, scale, q.data(), qstart.data(), ctx.data(), tables.data(),
                         ref.data()};
   ASSERT_TRUE(c->paged_attention(ca, cc).ok());
 
-  Buffer dk = to_device(*g, kbytes), dv = to_device(*g, vbytes), dq = to_device(*g, q);
+  const bool fp8 = kv_dtype == DType::kF8E4M3;
+  Buffer dk = to_device(*g, fp8 ? k8 : kbytes), dv = to_device(*g, fp8 ? v8 : vbytes), dq = to_device(*g, q);
   Buffer dqs = to_device(*g, qstart), dctx = to_device(*g, ctx), dtab = to_device(*g, tables);
   auto dout = g->alloc(T * q_row * sizeof(float));
   ASSERT_TRUE(dout.ok());
   KvCacheLayer gc{kv_dtype, num_blocks, block_size, geo.num_kv_heads, D, dk.data(), dv.data()};
+  if (fp8) {
+    gc.k_scale = k_scale;
+    gc.v_scale = v_scale;
+  }
   PagedAttentionArgs ga{T, S, geo.num_heads, max_blocks, scale, dq.as<float>(), dqs.as<int32_t>(),
                         dctx.as<int32_t>(), dtab.as<int32_t>(), dout->as<float>()};
   Status st = g->paged_attention(ga, gc);
@@ -86,7 +112,13 @@ void run_attention(const Geometry& geo, int64_t block_size, DType kv_dtype, cons
                      " D=" + std::to_string(D) + " bs=" + std::to_string(block_size) + " " + dtype_name(kv_dtype) +
                      " seqs:";
   for (const SeqSpec& s : seqs) what += " (" + std::to_string(s.cached) + "+" + std::to_string(s.q_len) + ")";
-  expect_nmse(to_host<float>(*g, *dout, ref.size()), ref, 1e-9, what);
+  // FP8: the scale is applied to q.k and to the output instead of to each element (a few
+  // ulps of f32 apart).
+  // Tensor cores: Q, K, V and P rounded to BF16 (relative error 2^-9 each) give an NMSE of
+  // about 1e-5 on these random inputs; the bound leaves room for longer contexts.
+  const bool flash = precision == ActivationPrecision::kFast && T >= 64 && T >= 4 * S;
+  expect_nmse(to_host<float>(*g, *dout, ref.size()), ref, flash ? 1e-4 : fp8 ? 1e-8 : 1e-9,
+              what + (flash ? " (tensor cores)" : ""));
 }
 
 const Geometry kGeometries[] = {
@@ -124,6 +156,27 @@ TEST(CudaAttention, PrefillAndChunks) {
       }
     }
   }
+}
+
+TEST(CudaAttention, Fp8CacheMatchesDequantizedReference) {
+  for (const Geometry& geo : {Geometry{32, 8, 128}, Geometry{8, 1, 128}, Geometry{9, 3, 64}})
+    for (int64_t bs : {1, 16}) {
+      run_attention(geo, bs, DType::kF8E4M3, {{0, 1}}, 11);
+      run_attention(geo, bs, DType::kF8E4M3, {{5, 1}, {700, 1}, {8191, 1}}, 12);
+      run_attention(geo, bs, DType::kF8E4M3, {{0, 97}, {300, 64}}, 13);
+    }
+}
+
+TEST(CudaAttention, TensorCorePrefillMatchesReference) {
+  for (const Geometry& geo : kGeometries)
+    for (int64_t bs : {1, 16})
+      for (DType dt : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
+        run_attention(geo, bs, dt, {{0, 64}}, 21, ActivationPrecision::kFast);
+        run_attention(geo, bs, dt, {{0, 769}}, 22, ActivationPrecision::kFast);
+        run_attention(geo, bs, dt, {{8743, 257}}, 23, ActivationPrecision::kFast);
+        // Several sequences, ragged tiles, a decode row riding along.
+        run_attention(geo, bs, dt, {{0, 100}, {5, 1}, {300, 64}, {17, 130}}, 24, ActivationPrecision::kFast);
+      }
 }
 
 TEST(CudaAttention, MixedBatch) {
@@ -183,6 +236,39 @@ TEST(CudaKvWrite, MatchesCpuBitExact) {
   for (DType dt : {DType::kF32, DType::kBF16})
     for (int64_t bs : {1, 16})
       for (int64_t n : {1, 7, 97, 769, 5125}) run_kv_write(dt, bs, n, static_cast<uint32_t>(n + bs));
+}
+
+TEST(CudaKvWrite, Fp8StoresScaledE4M3Codes) {
+  auto g = gpu_backend();
+  ASSERT_TRUE(g);
+  const int64_t KH = 8, D = 128, row = KH * D, n = 37, num_blocks = 4, bs = 16;
+  const float ks = 0.004f, vs = 0.25f;  // k values reach 3 / 0.004 = 750: saturates at 448
+  std::vector<float> k = random_floats(n * row, 5, 3.0f), v = random_floats(n * row, 6, 3.0f);
+  k[0] = std::numeric_limits<float>::infinity();
+  std::vector<int64_t> slots(n);
+  std::iota(slots.begin(), slots.end(), 5);
+  const size_t bytes = num_blocks * bs * row;
+  auto dk = g->alloc(bytes), dv = g->alloc(bytes);
+  ASSERT_TRUE(dk.ok() && dv.ok());
+  ASSERT_TRUE(g->zero(dk->data(), bytes).ok() && g->zero(dv->data(), bytes).ok());
+  Buffer dkin = to_device(*g, k), dvin = to_device(*g, v), dslots = to_device(*g, slots);
+  KvCacheLayer l{DType::kF8E4M3, num_blocks, bs, KH, D, dk->data(), dv->data()};
+  l.k_scale = ks;
+  l.v_scale = vs;
+  ASSERT_TRUE(g->kv_write({n, dkin.as<float>(), dvin.as<float>(), dslots.as<int64_t>()}, l).ok());
+  ASSERT_TRUE(g->synchronize().ok());
+  const auto hk = to_host<uint8_t>(*g, *dk, bytes), hv = to_host<uint8_t>(*g, *dv, bytes);
+  size_t saturated = 0;
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t i = 0; i < row; ++i) {
+      const size_t at = static_cast<size_t>((slots[t] * row) + i);
+      const uint8_t ek = f32_to_fp8e4m3(k[t * row + i] * (1.0f / ks)), ev = f32_to_fp8e4m3(v[t * row + i] * (1.0f / vs));
+      ASSERT_EQ(hk[at], ek) << "k token " << t << " dim " << i;
+      ASSERT_EQ(hv[at], ev) << "v token " << t << " dim " << i;
+      saturated += std::fabs(fp8e4m3_to_f32(hk[at])) == 448.0f;
+    }
+  EXPECT_GT(saturated, 1000u);  // |k| / ks > 448 for about 40% of the values
+  EXPECT_EQ(fp8e4m3_to_f32(hk[slots[0] * row]), 448.0f);  // +inf saturates too
 }
 
 TEST(CudaKvWrite, SlotPastTheCacheIsReported) {

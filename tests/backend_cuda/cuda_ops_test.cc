@@ -236,8 +236,10 @@ void check_matmul(Backend& g, Backend& c, DType dt, int64_t m, int64_t k, bool p
   auto wc = c.upload_weight(spec);
   ASSERT_TRUE(wg.ok()) << wg.status().to_string();
   ASSERT_TRUE(wc.ok()) << wc.status().to_string();
-  EXPECT_EQ(wg->dtype, DType::kBF16);
-  for (int64_t n : kTokenCounts) {
+  // FP8 stays FP8 on the GPU when its rows suit the 16-byte loads; the rest becomes BF16.
+  const bool fp8 = dt == DType::kF8E4M3 && k % 16 == 0;
+  EXPECT_EQ(wg->dtype, fp8 ? DType::kF8E4M3 : DType::kBF16);
+  for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{7}, int64_t{97}, int64_t{769}}) {
     const auto x = random_floats(n * k, static_cast<uint32_t>(n + 100));
     std::vector<float> ref(n * m);
     ASSERT_TRUE(c.matmul(x.data(), n, *wc, ref.data()).ok());
@@ -247,7 +249,10 @@ void check_matmul(Backend& g, Backend& c, DType dt, int64_t m, int64_t k, bool p
     Status st = g.matmul(dx.as<float>(), n, *wg, y->as<float>());
     ASSERT_TRUE(st.ok()) << st.to_string();
     ASSERT_TRUE(g.synchronize().ok());
-    expect_nmse(to_host<float>(g, *y, n * m), ref, bound,
+    // Above kGemvMaxRows rows FP8 weights meet FP8 activations (per-row dynamic scales, 3
+    // mantissa bits: relative error up to 2^-4 per element, about 1e-3 NMSE on a dot product).
+    const double b = fp8 && n > 4 ? 4e-3 : bound;
+    expect_nmse(to_host<float>(g, *y, n * m), ref, b,
                 std::string("matmul ") + dtype_name(dt) + " m=" + std::to_string(m) + " k=" + std::to_string(k) +
                     " n=" + std::to_string(n));
   }

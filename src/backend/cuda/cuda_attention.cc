@@ -1,6 +1,8 @@
 // KV cache writes and paged attention on the CUDA backend: argument checks that need no
-// device data, and the split-KV plan (flash decoding) chosen from the grid size.
+// device data, the choice between the tensor-core prefill kernel and the CUDA-core kernel, and
+// the latter's split-KV plan (flash decoding) chosen from the grid size.
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "backend/cuda/cuda_backend.h"
@@ -11,8 +13,11 @@ namespace lancet::cuda {
 namespace {
 
 Status check_cache(const KvCacheLayer& c) {
-  if (c.dtype != DType::kF32 && c.dtype != DType::kBF16)
-    return Unimplemented(std::string("cuda kv cache: dtype ") + dtype_name(c.dtype) + " (f32 or bf16)");
+  if (c.dtype != DType::kF32 && c.dtype != DType::kBF16 && c.dtype != DType::kF8E4M3)
+    return Unimplemented(std::string("cuda kv cache: dtype ") + dtype_name(c.dtype) + " (f32, bf16 or fp8 e4m3)");
+  if (c.dtype == DType::kF8E4M3 &&
+      !(std::isfinite(c.k_scale) && std::isfinite(c.v_scale) && c.k_scale > 0.0f && c.v_scale > 0.0f))
+    return InvalidArgument("kv cache: fp8 K/V scales must be finite and positive");
   if (c.num_blocks <= 0 || c.block_size <= 0 || c.num_kv_heads <= 0 || c.head_dim <= 0 || !c.k || !c.v)
     return InvalidArgument("kv cache: empty layer");
   return OkStatus();
@@ -51,6 +56,11 @@ Status CudaBackend::paged_attention(const PagedAttentionArgs& a, const KvCacheLa
     return InvalidArgument("paged_attention: null input");
   if (!aligned16(a.q) || !aligned16(a.out) || !aligned16(c.k) || !aligned16(c.v))
     return InvalidArgument("paged_attention: q, out and the cache must be 16-byte aligned");
+
+  // Prompt chunks go to the tensor cores; decode (and exact precision) to the CUDA-core
+  // kernel below.
+  if (precision_ == ActivationPrecision::kFast && a.num_tokens >= 64 && a.num_tokens >= 4 * a.num_seqs)
+    return launch_status(launch_flash_prefill(a, c, err_word_.as<unsigned>(), ctx_->stream), "paged_attention");
 
   // Flash decoding when the grid alone would leave most multiprocessors idle.
   AttentionPlan plan;

@@ -1,9 +1,12 @@
-// CudaBackend: creation, device memory, copies, the error word, weight upload (every format
-// converted to BF16 on the host, then copied) and the element-wise ops' argument checks.
+// CudaBackend: creation, device memory, copies, the error word, weight upload (FP8 E4M3 kept
+// as FP8 with f32 scales; every other format converted to BF16 on the host, then copied) and
+// the element-wise ops' argument checks.
 // GEMMs live in cuda_matmul.cc, KV writes and attention in cuda_attention.cc.
 #include "backend/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <cmath>
+#include <utility>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -130,8 +133,10 @@ Status CudaBackend::synchronize() {
 Status CudaBackend::ensure_scratch(Buffer* buf, size_t nbytes) {
   if (buf->nbytes() >= nbytes && !buf->empty()) return OkStatus();
   // Round up so slowly growing batches do not reallocate every step.
+  if (capturing_) return FailedPrecondition("cuda backend: scratch must grow while a graph is being captured");
   size_t cap = std::max<size_t>(nbytes, 1 << 20);
   cap = std::max(cap, buf->nbytes() + buf->nbytes() / 2);
+  if (!buf->empty()) retired_.push_back(std::move(*buf));
   ASSIGN_OR_RETURN(*buf, alloc(cap));
   return OkStatus();
 }
@@ -160,6 +165,33 @@ StatusOr<WeightMatrix> CudaBackend::upload_weight(const WeightSpec& spec) {
     scales.resize(static_cast<size_t>(ns));
     if (!convert_to_f32(s.dtype, s.data, scales.data(), static_cast<uint64_t>(ns)))
       return InvalidArgument(spec.name + ": scale dtype " + dtype_name(s.dtype) + " not a float type");
+  }
+  // FP8 E4M3 stays FP8 (the gemv and FP8 GEMM paths apply the scales) when its rows suit the
+  // 16-byte loads; scales go up as f32 [1] or [rows].
+  if (t.dtype == DType::kF8E4M3 && cols % 16 == 0) {
+    if (scales.empty()) scales.assign(1, 1.0f);
+    for (float sc : scales)
+      if (!std::isfinite(sc) || sc <= 0.0f)
+        return InvalidArgument(spec.name + ": weight scales must be finite and positive");
+    ASSIGN_OR_RETURN(Buffer dev, alloc(src_row_bytes * static_cast<size_t>(rows)));
+    ASSIGN_OR_RETURN(Buffer dscale, alloc(scales.size() * sizeof(float)));
+    LANCET_CUDA_RETURN(cudaMemcpyAsync(dev.data(), t.data, src_row_bytes * rows, cudaMemcpyHostToDevice, ctx_->stream),
+                       "upload_weight");
+    LANCET_CUDA_RETURN(cudaMemcpyAsync(dscale.data(), scales.data(), scales.size() * sizeof(float),
+                                       cudaMemcpyHostToDevice, ctx_->stream),
+                       "upload_weight scales");
+    LANCET_CUDA_RETURN(cudaStreamSynchronize(ctx_->stream), "upload_weight");
+    WeightMatrix w;
+    w.name = spec.name;
+    w.dtype = DType::kF8E4M3;
+    w.rows = rows;
+    w.cols = cols;
+    w.row_bytes = src_row_bytes;
+    w.data = dev.data();
+    w.scale_kind = scales.size() == 1 ? WeightScale::kPerTensor : WeightScale::kPerRow;
+    w.scales = dscale.as<float>();
+    w.owner = std::make_shared<std::pair<Buffer, Buffer>>(std::move(dev), std::move(dscale));
+    return w;
   }
   const size_t dst_row_bytes = static_cast<size_t>(cols) * 2;
   ASSIGN_OR_RETURN(Buffer dev, alloc(dst_row_bytes * static_cast<size_t>(rows)));

@@ -11,7 +11,9 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <span>
 #include <tuple>
+#include <vector>
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_factory.h"
@@ -60,12 +62,30 @@ class CudaBackend final : public Backend {
   Status paged_attention(const PagedAttentionArgs& a, const KvCacheLayer& cache) override;
   Status gather_rows(const float* x, int64_t n, int64_t d, const int32_t* rows, int64_t r,
                      float* out) override;
+  Status matmul_multi(const float* x, int64_t n, std::span<const WeightMatrix* const> ws,
+                      std::span<float* const> ys) override;
+  Status matmul_gate_up_silu(const float* x, int64_t n, const WeightMatrix& gate, const WeightMatrix& up,
+                             float* gate_out, float* up_out, float* act) override;
+
+  void set_activation_precision(ActivationPrecision p) override { precision_ = p; }
+  bool supports_graphs() const override { return true; }
+  Status begin_capture() override;
+  StatusOr<std::unique_ptr<BackendGraph>> end_capture() override;
+  Status launch_graph(BackendGraph& graph) override;
+  StatusOr<Buffer> alloc_host(size_t nbytes) override;
+  bool memory_info(size_t* free_bytes, size_t* total_bytes) override;
 
  private:
   CudaBackend() = default;
   // Grows a scratch buffer to at least nbytes (single stream: reuse is ordered).
   Status ensure_scratch(Buffer* buf, size_t nbytes);
-  StatusOr<const GemmPlan*> gemm_plan(int64_t n, int64_t m, int64_t k, unsigned align);
+  StatusOr<const GemmPlan*> gemm_plan(int64_t n, int64_t m, int64_t k, unsigned align, bool fp8);
+  // True when the gemv kernel handles this product (few rows, aligned, k a load multiple).
+  bool gemv_fits(const float* x, int64_t n, const WeightMatrix& w) const;
+  // xin is x in W's input type (bf16, or fp8 from prepare_gemm_input).
+  Status gemm_cublas(const void* xin, int64_t n, const WeightMatrix& w, float* y, float beta = 0.0f);
+  Status prepare_gemm_input(const float* x, int64_t n, int64_t k, bool fp8);
+  Status gemm_prepared(int64_t n, const WeightMatrix& w, float* y);
   Status launch_status(cudaError_t e, const char* op);
 
   std::shared_ptr<CudaContext> ctx_;
@@ -74,9 +94,16 @@ class CudaBackend final : public Backend {
   size_t workspace_bytes_ = 0;
   Buffer workspace_;     // cuBLASLt
   Buffer x_bf16_;        // matmul input converted to bf16
+  Buffer x_lo_;          // exact precision: x - bf16(x), rounded to bf16
+  ActivationPrecision precision_ = ActivationPrecision::kFast;
+  Buffer x_fp8_;         // matmul input quantized to fp8 e4m3 per row
+  Buffer x_scale_;       // [rows] scales of x_fp8_
+  // Scratch buffers replaced by larger ones stay alive: captured graphs may still use them.
+  std::vector<Buffer> retired_;
+  bool capturing_ = false;
   Buffer attn_partial_;  // split-KV partial results
   Buffer err_word_;      // unsigned error bits set by kernels (kernels.h)
-  std::map<std::tuple<int64_t, int64_t, int64_t, unsigned>, GemmPlan> plans_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, unsigned, bool>, GemmPlan> plans_;
 };
 
 }  // namespace lancet::cuda

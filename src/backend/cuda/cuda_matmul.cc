@@ -1,8 +1,14 @@
-// Matmul y[n, m] = x[n, k] . W[m, k]^T through cuBLASLt: x is converted to BF16 on the device,
-// W is BF16 (every weight is uploaded as BF16), accumulation and output are FP32.
-// In cuBLASLt's column-major terms: y^T [m, n] = op_T(W stored [k, m]) . x^T stored [k, n]
-// ("TN", the layout its BF16 kernels prefer). Descriptors and the heuristic's first algorithm
-// are cached per (n, m, k, pointer alignment).
+// Linear layers y[n, m] = x[n, k] . W[m, k]^T on the CUDA backend, for BF16 and FP8 E4M3 weights:
+//  - n <= kGemvMaxRows (decode): our bandwidth-bound gemv kernel reads W once, straight from
+//    f32 x; q/k/v share one launch and gate/up/SiLU*mul another.
+//  - BF16, larger n: cuBLASLt with x converted to BF16 on the device, FP32 accumulation and output
+//    (ActivationPrecision::kExact: x split into bf16 hi + lo and both multiplied, accumulating).
+//  - FP8, larger n: x quantized per row to E4M3 (dynamic per-token scales), a cuBLASLt FP8 GEMM
+//    with unit scales, then the per-row activation and per-channel weight scales applied to the
+//    f32 result.
+// In cuBLASLt's column-major terms: y^T [m, n] = op_T(W stored [k, m]) . x^T stored [k, n] ("TN",
+// the layout its BF16 kernels prefer and its FP8 kernels require). Descriptors and the
+// heuristic's first algorithm are cached per (n, m, k, pointer alignment, input type).
 #include <cstdint>
 #include <string>
 
@@ -28,16 +34,26 @@ unsigned common_alignment(const void* a, const void* b, const void* c) {
   return static_cast<unsigned>(bits & (~bits + 1));
 }
 
-Status build_plan(cublasLtHandle_t lt, int64_t n, int64_t m, int64_t k, unsigned align, size_t workspace,
-                  GemmPlan* p) {
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+Status build_plan(cublasLtHandle_t lt, int64_t n, int64_t m, int64_t k, unsigned align, bool fp8,
+                  size_t workspace, GemmPlan* p) {
   LANCET_CUBLAS_RETURN(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul desc");
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
   LANCET_CUBLAS_RETURN(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)),
                        "transa");
   LANCET_CUBLAS_RETURN(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)),
                        "transb");
-  LANCET_CUBLAS_RETURN(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, k, m, k), "layout W");
-  LANCET_CUBLAS_RETURN(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, k, n, k), "layout x");
+  if (fp8) {
+    // Inference-style accumulation (what FP8 serving engines use): the tensor cores' own
+    // accumulator without periodic promotion; accuracy is checked by the op tests.
+    const int8_t fast = 1;
+    LANCET_CUBLAS_RETURN(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)),
+                         "fast accumulation");
+  }
+  const cudaDataType_t in = fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
+  LANCET_CUBLAS_RETURN(cublasLtMatrixLayoutCreate(&p->a, in, k, m, k), "layout W");
+  LANCET_CUBLAS_RETURN(cublasLtMatrixLayoutCreate(&p->b, in, k, n, k), "layout x");
   LANCET_CUBLAS_RETURN(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, m, n, m), "layout y");
   cublasLtMatmulPreference_t pref = nullptr;
   LANCET_CUBLAS_RETURN(cublasLtMatmulPreferenceCreate(&pref), "preference");
@@ -55,20 +71,41 @@ Status build_plan(cublasLtHandle_t lt, int64_t n, int64_t m, int64_t k, unsigned
   cublasLtMatmulPreferenceDestroy(pref);
   LANCET_CUBLAS_RETURN(st, "algorithm heuristic");
   if (found < 1)
-    return Unimplemented("cublasLt has no BF16 algorithm for n=" + std::to_string(n) + " m=" + std::to_string(m) +
-                         " k=" + std::to_string(k));
+    return Unimplemented(std::string("cublasLt has no ") + (fp8 ? "FP8" : "BF16") + " algorithm for n=" +
+                         std::to_string(n) + " m=" + std::to_string(m) + " k=" + std::to_string(k));
   p->algo = result.algo;
   return OkStatus();
 }
 
+Status check_weight(const WeightMatrix& w) {
+  if (!w.data || w.rows <= 0 || w.cols <= 0) return InvalidArgument("matmul: empty weight " + w.name);
+  if (w.dtype != DType::kBF16 && w.dtype != DType::kF8E4M3)
+    return Unimplemented("matmul: weight " + w.name + " is " + dtype_name(w.dtype) +
+                         "; upload it through the cuda backend (bf16 or fp8)");
+  if (w.dtype == DType::kF8E4M3 && !w.scales) return InvalidArgument("matmul: fp8 weight " + w.name + " has no scales");
+  return OkStatus();
+}
+
+GemvSegment segment(const WeightMatrix& w, float* y) {
+  GemvSegment s;
+  s.w = w.data;
+  s.rows = w.rows;
+  s.y = y;
+  if (w.dtype == DType::kF8E4M3) {
+    s.scale = w.scales;
+    s.per_row_scale = w.scale_kind == WeightScale::kPerRow;
+  }
+  return s;
+}
+
 }  // namespace
 
-StatusOr<const GemmPlan*> CudaBackend::gemm_plan(int64_t n, int64_t m, int64_t k, unsigned align) {
-  const auto key = std::make_tuple(n, m, k, align);
+StatusOr<const GemmPlan*> CudaBackend::gemm_plan(int64_t n, int64_t m, int64_t k, unsigned align, bool fp8) {
+  const auto key = std::make_tuple(n, m, k, align, fp8);
   auto it = plans_.find(key);
   if (it != plans_.end()) return &it->second;
   GemmPlan p;
-  Status st = build_plan(lt_, n, m, k, align, workspace_bytes_, &p);
+  Status st = build_plan(lt_, n, m, k, align, fp8, workspace_bytes_, &p);
   if (!st.ok()) {
     destroy_plan(p);
     return st;
@@ -76,24 +113,124 @@ StatusOr<const GemmPlan*> CudaBackend::gemm_plan(int64_t n, int64_t m, int64_t k
   return &plans_.emplace(key, p).first->second;
 }
 
-Status CudaBackend::matmul(const float* x, int64_t n, const WeightMatrix& w, float* y) {
-  if (!w.data || w.rows <= 0 || w.cols <= 0) return InvalidArgument("matmul: empty weight " + w.name);
-  if (w.dtype != DType::kBF16)
-    return Unimplemented("matmul: weight " + w.name + " is " + dtype_name(w.dtype) +
-                         "; upload it through the cuda backend (bf16)");
-  if (n < 0) return InvalidArgument("matmul: negative row count for " + w.name);
-  if (n == 0) return OkStatus();
-  const int64_t m = w.rows, k = w.cols;
-  RETURN_IF_ERROR(ensure_scratch(&x_bf16_, static_cast<size_t>(n * k) * 2));
-  RETURN_IF_ERROR(launch_status(launch_f32_to_bf16(x, x_bf16_.data(), n * k, ctx_->stream), "matmul: convert x"));
-  const unsigned align = common_alignment(w.data, x_bf16_.data(), y);
-  ASSIGN_OR_RETURN(const GemmPlan* plan, gemm_plan(n, m, k, align));
-  const float alpha = 1.0f, beta = 0.0f;
-  const cublasStatus_t st = cublasLtMatmul(lt_, plan->op, &alpha, w.data, plan->a, x_bf16_.data(), plan->b, &beta, y,
-                                           plan->c, y, plan->c, &plan->algo, workspace_.data(), workspace_bytes_,
-                                           ctx_->stream);
+bool CudaBackend::gemv_fits(const float* x, int64_t n, const WeightMatrix& w) const {
+  return n >= 1 && n <= kGemvMaxRows && w.cols % gemv_k_multiple(w.dtype == DType::kF8E4M3) == 0 && aligned16(x) &&
+         aligned16(w.data);
+}
+
+Status CudaBackend::gemm_cublas(const void* xin, int64_t n, const WeightMatrix& w, float* y, float beta) {
+  const bool fp8 = w.dtype == DType::kF8E4M3;
+  const unsigned align = common_alignment(w.data, xin, y);
+  ASSIGN_OR_RETURN(const GemmPlan* plan, gemm_plan(n, w.rows, w.cols, align, fp8));
+  const float alpha = 1.0f;
+  const cublasStatus_t st = cublasLtMatmul(lt_, plan->op, &alpha, w.data, plan->a, xin, plan->b, &beta, y, plan->c, y,
+                                           plan->c, &plan->algo, workspace_.data(), workspace_bytes_, ctx_->stream);
   if (st != CUBLAS_STATUS_SUCCESS) return cublas_status(st, ("matmul " + w.name).c_str());
   return OkStatus();
+}
+
+// x converted (bf16) or quantized (fp8, with per-row scales) into scratch, once for every
+// weight of that input type.
+Status CudaBackend::prepare_gemm_input(const float* x, int64_t n, int64_t k, bool fp8) {
+  if (fp8) {
+    RETURN_IF_ERROR(ensure_scratch(&x_fp8_, static_cast<size_t>(n * k)));
+    RETURN_IF_ERROR(ensure_scratch(&x_scale_, static_cast<size_t>(n) * sizeof(float)));
+    return launch_status(launch_quantize_rows_fp8(x, n, k, x_fp8_.data(), x_scale_.as<float>(), ctx_->stream),
+                         "matmul: quantize x");
+  }
+  RETURN_IF_ERROR(ensure_scratch(&x_bf16_, static_cast<size_t>(n * k) * 2));
+  if (precision_ == ActivationPrecision::kExact) {
+    RETURN_IF_ERROR(ensure_scratch(&x_lo_, static_cast<size_t>(n * k) * 2));
+    return launch_status(launch_split_bf16(x, x_bf16_.data(), x_lo_.data(), n * k, ctx_->stream), "matmul: split x");
+  }
+  return launch_status(launch_f32_to_bf16(x, x_bf16_.data(), n * k, ctx_->stream), "matmul: convert x");
+}
+
+Status CudaBackend::gemm_prepared(int64_t n, const WeightMatrix& w, float* y) {
+  if (w.dtype != DType::kF8E4M3) {
+    RETURN_IF_ERROR(gemm_cublas(x_bf16_.data(), n, w, y));
+    // Exact precision: y += W . lo (the part of x that bf16 rounded away).
+    if (precision_ == ActivationPrecision::kExact) RETURN_IF_ERROR(gemm_cublas(x_lo_.data(), n, w, y, 1.0f));
+    return OkStatus();
+  }
+  RETURN_IF_ERROR(gemm_cublas(x_fp8_.data(), n, w, y));
+  return launch_status(launch_rescale_fp8_output(y, n, w.rows, x_scale_.as<float>(), w.scales,
+                                                 w.scale_kind == WeightScale::kPerRow, ctx_->stream),
+                       "matmul: fp8 scales");
+}
+
+Status CudaBackend::matmul(const float* x, int64_t n, const WeightMatrix& w, float* y) {
+  RETURN_IF_ERROR(check_weight(w));
+  if (n < 0) return InvalidArgument("matmul: negative row count for " + w.name);
+  if (n == 0) return OkStatus();
+  if (gemv_fits(x, n, w)) {
+    GemvParams p;
+    p.x = x;
+    p.n = n;
+    p.k = w.cols;
+    p.seg[0] = segment(w, y);
+    p.num_segments = 1;
+    p.total_rows = w.rows;
+    return launch_status(launch_gemv(p, w.dtype == DType::kF8E4M3, ctx_->stream), ("matmul " + w.name).c_str());
+  }
+  RETURN_IF_ERROR(prepare_gemm_input(x, n, w.cols, w.dtype == DType::kF8E4M3));
+  return gemm_prepared(n, w, y);
+}
+
+Status CudaBackend::matmul_multi(const float* x, int64_t n, std::span<const WeightMatrix* const> ws,
+                                 std::span<float* const> ys) {
+  if (ws.empty() || ws.size() != ys.size()) return InvalidArgument("matmul_multi: weight and output counts differ");
+  for (const WeightMatrix* w : ws) {
+    RETURN_IF_ERROR(check_weight(*w));
+    if (w->cols != ws[0]->cols || w->dtype != ws[0]->dtype)
+      return InvalidArgument("matmul_multi: " + w->name + " differs from " + ws[0]->name + " in columns or dtype");
+  }
+  if (n < 0) return InvalidArgument("matmul_multi: negative row count");
+  if (n == 0) return OkStatus();
+  bool gemv = ws.size() <= 3;
+  for (const WeightMatrix* w : ws) gemv = gemv && gemv_fits(x, n, *w);
+  if (gemv) {
+    GemvParams p;
+    p.x = x;
+    p.n = n;
+    p.k = ws[0]->cols;
+    for (size_t i = 0; i < ws.size(); ++i) {
+      p.seg[i] = segment(*ws[i], ys[i]);
+      p.total_rows += ws[i]->rows;
+    }
+    p.num_segments = static_cast<int>(ws.size());
+    return launch_status(launch_gemv(p, ws[0]->dtype == DType::kF8E4M3, ctx_->stream), "matmul_multi");
+  }
+  RETURN_IF_ERROR(prepare_gemm_input(x, n, ws[0]->cols, ws[0]->dtype == DType::kF8E4M3));
+  for (size_t i = 0; i < ws.size(); ++i) RETURN_IF_ERROR(gemm_prepared(n, *ws[i], ys[i]));
+  return OkStatus();
+}
+
+Status CudaBackend::matmul_gate_up_silu(const float* x, int64_t n, const WeightMatrix& gate, const WeightMatrix& up,
+                                        float* gate_out, float* up_out, float* act) {
+  RETURN_IF_ERROR(check_weight(gate));
+  RETURN_IF_ERROR(check_weight(up));
+  if (gate.rows != up.rows || gate.cols != up.cols || gate.dtype != up.dtype)
+    return InvalidArgument("matmul_gate_up_silu: " + gate.name + " and " + up.name + " differ");
+  if (n < 0) return InvalidArgument("matmul_gate_up_silu: negative row count");
+  if (n == 0) return OkStatus();
+  if (gemv_fits(x, n, gate) && gemv_fits(x, n, up)) {
+    GemvParams p;
+    p.x = x;
+    p.n = n;
+    p.k = gate.cols;
+    p.seg[0] = segment(gate, gate_out);
+    p.seg[1] = segment(up, up_out);
+    p.num_segments = 2;
+    p.total_rows = gate.rows;
+    p.silu = true;
+    p.act = act;
+    return launch_status(launch_gemv(p, gate.dtype == DType::kF8E4M3, ctx_->stream), "matmul_gate_up_silu");
+  }
+  RETURN_IF_ERROR(prepare_gemm_input(x, n, gate.cols, gate.dtype == DType::kF8E4M3));
+  RETURN_IF_ERROR(gemm_prepared(n, gate, gate_out));
+  RETURN_IF_ERROR(gemm_prepared(n, up, up_out));
+  return silu_mul(gate_out, up_out, n, gate.rows, act);
 }
 
 }  // namespace lancet::cuda

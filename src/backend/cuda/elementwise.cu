@@ -151,7 +151,26 @@ __global__ void gather_rows_kernel(const float* __restrict__ x, int64_t n, int64
   for (int64_t c = threadIdx.x; c < d; c += blockDim.x) o[c] = xr[c];
 }
 
+// x = hi + lo to about 16 mantissa bits (lo is the bf16 rounding of the remainder).
+__global__ void split_bf16_kernel(const float* __restrict__ x, __nv_bfloat16* __restrict__ hi,
+                                  __nv_bfloat16* __restrict__ lo, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float v = x[i];
+    const __nv_bfloat16 h = __float2bfloat16_rn(v);
+    hi[i] = h;
+    lo[i] = __float2bfloat16_rn(v - __bfloat162float(h));
+  }
+}
+
 }  // namespace
+
+cudaError_t launch_split_bf16(const float* x, void* hi, void* lo, int64_t n, cudaStream_t s) {
+  if (n <= 0) return cudaSuccess;
+  split_bf16_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(x, static_cast<__nv_bfloat16*>(hi),
+                                                               static_cast<__nv_bfloat16*>(lo), n);
+  return cudaGetLastError();
+}
 
 cudaError_t launch_f32_to_bf16(const float* x, void* y, int64_t n, cudaStream_t s) {
   if (n <= 0) return cudaSuccess;

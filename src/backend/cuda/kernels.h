@@ -24,6 +24,9 @@ enum ErrorBit : unsigned {
   kErrSeqShape = 1u << 5,      // paged_attention: bad query_start / context_lens
 };
 
+// hi = bf16(x), lo = bf16(x - hi): x to about 16 mantissa bits as two bf16 halves.
+cudaError_t launch_split_bf16(const float* x /*[n]*/, void* hi /*[n] bf16*/, void* lo /*[n] bf16*/, int64_t n,
+                              cudaStream_t s);
 // y = bf16(x), round to nearest even.
 cudaError_t launch_f32_to_bf16(const float* x /*[n]*/, void* y /*[n] bf16*/, int64_t n, cudaStream_t s);
 
@@ -55,5 +58,47 @@ int64_t attention_workspace_floats(int64_t num_tokens, int64_t num_heads, int64_
 
 cudaError_t launch_paged_attention(const PagedAttentionArgs& a, const KvCacheLayer& cache,
                                    const AttentionPlan& plan, unsigned* err, cudaStream_t s);
+
+// Prefill attention on tensor cores (flash_prefill.cu): same arguments and results as
+// launch_paged_attention, BF16 rounding of Q, K, V and P; head_dim 64 or 128, sm_80+.
+cudaError_t launch_flash_prefill(const PagedAttentionArgs& a, const KvCacheLayer& cache, unsigned* err,
+                                 cudaStream_t s);
+
+// ---- matrix-vector products for decode (gemv.cu) ----
+constexpr int kGemvMaxRows = 4;  // rows of x one launch handles; larger batches use cuBLASLt
+
+// One weight matrix of a gemv launch: W [rows, k] (bf16 or fp8 e4m3), y [n, rows].
+struct GemvSegment {
+  const void* w = nullptr;
+  const float* scale = nullptr;  // null, [1] or [rows] (per_row_scale)
+  bool per_row_scale = false;
+  float* y = nullptr;
+  int64_t rows = 0;
+};
+
+// y_s = x . W_s^T for up to three segments sharing x (rows numbered across segments), or with
+// silu: act = silu(x . W_0^T) * (x . W_1^T) (two segments of equal shape, y unused).
+struct GemvParams {
+  const float* x = nullptr;  // [n, k], 16-byte aligned rows
+  int64_t n = 0;             // 1..kGemvMaxRows
+  int64_t k = 0;             // a multiple of gemv_k_multiple
+  GemvSegment seg[3];
+  int num_segments = 0;
+  int64_t total_rows = 0;    // sum of segment rows (silu: segment 0's rows)
+  bool silu = false;
+  float* act = nullptr;      // [n, seg[0].rows] with silu
+};
+
+// k must be a multiple of this (the 16-byte weight load) and W rows 16-byte aligned.
+int gemv_k_multiple(bool fp8);
+cudaError_t launch_gemv(const GemvParams& p, bool fp8, cudaStream_t s);
+
+// ---- FP8 activations (fp8_activations.cu) ----
+// Per-row dynamic quantization: scale[r] = max(absmax(x[r]) / 448, tiny), q = e4m3(x / scale).
+cudaError_t launch_quantize_rows_fp8(const float* x /*[n, k]*/, int64_t n, int64_t k, void* q /*[n, k] e4m3*/,
+                                     float* scale /*[n]*/, cudaStream_t s);
+// y[i, j] *= row_scale[i] * col_scale[j or 0] (the FP8 GEMM's epilogue).
+cudaError_t launch_rescale_fp8_output(float* y /*[n, m]*/, int64_t n, int64_t m, const float* row_scale /*[n]*/,
+                                      const float* col_scale /*[m] or [1]*/, bool per_col, cudaStream_t s);
 
 }  // namespace lancet::cuda

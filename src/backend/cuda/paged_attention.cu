@@ -13,6 +13,7 @@
 // query_start, so the launch needs no host copy of the step's metadata.
 // This is the correct-first kernel (CUDA cores); a tensor-core prefill kernel replaces it later.
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 
 #include <cmath>
 
@@ -39,7 +40,8 @@ struct AttnParams {
   int64_t num_blocks;
   int num_seqs, num_heads, num_kv_heads, group, head_chunks, max_blocks_per_seq, block_size;
   int num_splits, split_len;
-  float scale;
+  float scale;    // softmax scale times the K cache scale
+  float v_scale;  // the V cache scale (1 unless fp8)
 };
 
 // N contiguous values -> f32 registers (N % 4 == 0 for f32, N % 8 == 0 for bf16).
@@ -69,6 +71,28 @@ __device__ __forceinline__ void load_row(const __nv_bfloat16* p, float (&dst)[N]
     unpack_bf16x2(v.y, dst[8 * i + 2], dst[8 * i + 3]);
     unpack_bf16x2(v.z, dst[8 * i + 4], dst[8 * i + 5]);
     unpack_bf16x2(v.w, dst[8 * i + 6], dst[8 * i + 7]);
+  }
+}
+
+// FP8 E4M3 (the cache's scales are applied outside: K's folded into the query scale, V's at
+// the output), N % 8 == 0: 8-byte loads.
+template <int N>
+__device__ __forceinline__ void load_row(const __nv_fp8_e4m3* p, float (&dst)[N]) {
+#pragma unroll
+  for (int i = 0; i < N / 8; ++i) {
+    const uint2 v = reinterpret_cast<const uint2*>(p)[i];
+    const unsigned u[2] = {v.x, v.y};
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const __half2_raw lo = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(u[h] & 0xffff), __NV_E4M3);
+      const __half2_raw hi = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(u[h] >> 16), __NV_E4M3);
+      const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&lo));
+      const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&hi));
+      dst[8 * i + 4 * h] = a.x;
+      dst[8 * i + 4 * h + 1] = a.y;
+      dst[8 * i + 4 * h + 2] = b.x;
+      dst[8 * i + 4 * h + 3] = b.y;
+    }
   }
 }
 
@@ -228,10 +252,10 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(AttnParams p)
     }
     const int64_t oh = static_cast<int64_t>(t) * p.num_heads + h0 + g;
     if (p.num_splits == 1) {
-      p.out[oh * D + d] = sum > 0.0f ? a / sum : 0.0f;
+      p.out[oh * D + d] = sum > 0.0f ? a * p.v_scale / sum : 0.0f;
     } else {
       float* part = p.partial + (oh * p.num_splits + split) * (D + 2);
-      part[d] = a;
+      part[d] = a * p.v_scale;
       if (d == 0) {
         part[D] = mx;
         part[D + 1] = sum;
@@ -271,6 +295,8 @@ cudaError_t launch_dim(const AttnParams& p0, DType kv_dtype, int64_t num_tokens,
                   static_cast<unsigned>(p.num_splits));
   if (kv_dtype == DType::kBF16) {
     paged_attention_kernel<D, G, __nv_bfloat16><<<grid, kThreads, 0, s>>>(p);
+  } else if (kv_dtype == DType::kF8E4M3) {
+    paged_attention_kernel<D, G, __nv_fp8_e4m3><<<grid, kThreads, 0, s>>>(p);
   } else {
     paged_attention_kernel<D, G, float><<<grid, kThreads, 0, s>>>(p);
   }
@@ -315,7 +341,9 @@ cudaError_t launch_paged_attention(const PagedAttentionArgs& a, const KvCacheLay
   p.block_size = static_cast<int>(c.block_size);
   p.num_splits = plan.num_splits;
   p.split_len = plan.split_len;
-  p.scale = a.scale;
+  const bool fp8 = c.dtype == DType::kF8E4M3;
+  p.scale = a.scale * (fp8 ? c.k_scale : 1.0f);
+  p.v_scale = fp8 ? c.v_scale : 1.0f;
   if (c.head_dim == 64) return launch_dim<64>(p, c.dtype, a.num_tokens, s);
   if (c.head_dim == 128) return launch_dim<128>(p, c.dtype, a.num_tokens, s);
   return cudaErrorInvalidValue;
