@@ -1,6 +1,8 @@
 // Engine step loop.
 #include "engine/engine.h"
 
+#include "core/thread_pool.h"
+
 #include <algorithm>
 #include <chrono>
 
@@ -262,26 +264,43 @@ StatusOr<std::vector<TokenEvent>> Engine::step() {
   // the final token list.
   const int64_t vocab = model_->vocab_size();
   std::vector<std::vector<SampleResult>> results(sampled.size());
+  // Plain sampling is independent per sequence (the sampler is pure; each sequence has its own
+  // seed) and costs a pass over the vocabulary each: spread it over the thread pool, which
+  // matters at large batches of large vocabularies. Draft verification updates shared
+  // statistics and stays on this thread.
+  std::vector<size_t> plain;
   for (size_t i = 0; i < sampled.size(); ++i) {
     ScheduledSeq& s = out.scheduled[sampled[i].sched];
-    Sequence* seq = s.seq;
-    const float* base = logits.data() + sampled[i].row * vocab;
     if (s.num_spec_tokens > 0) {
+      const float* base = logits.data() + sampled[i].row * vocab;
       const int32_t nd = static_cast<int32_t>(s.num_spec_tokens);
-      VerifyResult v = spec_->verify(seq, nd, std::span<const float>(base, (nd + 1) * vocab), vocab,
+      VerifyResult v = spec_->verify(s.seq, nd, std::span<const float>(base, (nd + 1) * vocab), vocab,
                                      config_.eos_token_ids);
       s.num_new_tokens = 1 + v.num_accepted;
       results[i] = std::move(v.tokens);
     } else {
-      SampleContext ctx;
-      ctx.prompt_tokens = std::span<const int32_t>(seq->tokens).first(seq->prompt_len);
-      ctx.output_tokens = std::span<const int32_t>(seq->tokens).subspan(seq->prompt_len);
-      ctx.eos_token_ids = config_.eos_token_ids;
-      ctx.seed = seq->seed;
-      results[i].push_back(sample_token(std::span<const float>(base, vocab), seq->params, ctx));
+      plain.push_back(i);
     }
-    for (const SampleResult& r : results[i]) seq->tokens.push_back(r.token);
   }
+  auto sample_one = [&](size_t i) {
+    const Sequence* seq = out.scheduled[sampled[i].sched].seq;
+    SampleContext ctx;
+    ctx.prompt_tokens = std::span<const int32_t>(seq->tokens).first(seq->prompt_len);
+    ctx.output_tokens = std::span<const int32_t>(seq->tokens).subspan(seq->prompt_len);
+    ctx.eos_token_ids = config_.eos_token_ids;
+    ctx.seed = seq->seed;
+    const float* base = logits.data() + sampled[i].row * vocab;
+    results[i].push_back(sample_token(std::span<const float>(base, vocab), seq->params, ctx));
+  };
+  if (plain.size() >= 8) {
+    default_thread_pool().parallel_for(static_cast<int64_t>(plain.size()), [&](int64_t b, int64_t e, int) {
+      for (int64_t j = b; j < e; ++j) sample_one(plain[j]);
+    });
+  } else {
+    for (size_t i : plain) sample_one(i);
+  }
+  for (size_t i = 0; i < sampled.size(); ++i)
+    for (const SampleResult& r : results[i]) out.scheduled[sampled[i].sched].seq->tokens.push_back(r.token);
   scheduler_->on_step_done(out);
   for (size_t i = 0; i < sampled.size(); ++i) {
     const ScheduledSeq& s = out.scheduled[sampled[i].sched];

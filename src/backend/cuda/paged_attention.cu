@@ -155,27 +155,19 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(AttnParams p)
   const KV* kc = static_cast<const KV*>(p.k_cache);
   const KV* vc = static_cast<const KV*>(p.v_cache);
   const int32_t* table = p.block_tables + static_cast<int64_t>(s) * p.max_blocks_per_seq;
-  // The loop bound depends only on the warp, so every lane reaches the shuffles.
-  for (int base = kb + warp * kKeysPerWarp; base < ke; base += kKeysPerIter) {
-    const int key = base + sub;
-    bool valid = key < ke;
-    int64_t row = 0;
-    if (valid) {
-      const int32_t blk = table[key / p.block_size];
-      if (blk < 0 || blk >= p.num_blocks) {
-        valid = false;
-        if (j == 0) atomicOr(p.err, kErrBlockId);
-      } else {
-        row = ((static_cast<int64_t>(blk) * p.block_size + key % p.block_size) * p.num_kv_heads + kvh) * D + j * E;
-      }
+  // Two keys per 8-lane group per iteration, with both keys' K and V loads issued before any
+  // math, so four row loads per lane are in flight instead of one dependent pair.
+  auto locate = [&](int key, int64_t* row) -> bool {
+    if (key >= ke) return false;
+    const int32_t blk = table[key / p.block_size];
+    if (blk < 0 || blk >= p.num_blocks) {
+      if (j == 0) atomicOr(p.err, kErrBlockId);
+      return false;
     }
-    float kf[E];
-    if (valid) {
-      load_row<E>(kc + row, kf);
-    } else {
-#pragma unroll
-      for (int e = 0; e < E; ++e) kf[e] = 0.0f;
-    }
+    *row = ((static_cast<int64_t>(blk) * p.block_size + key % p.block_size) * p.num_kv_heads + kvh) * D + j * E;
+    return true;
+  };
+  auto process = [&](const float (&kf)[E], const float (&vf)[E], bool valid) {
     float sc[G];
 #pragma unroll
     for (int g = 0; g < G; ++g) {
@@ -187,20 +179,36 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(AttnParams p)
       d += __shfl_xor_sync(0xffffffffu, d, 4);
       sc[g] = d;
     }
-    if (valid) {
-      float vf[E];
-      load_row<E>(vc + row, vf);
+    if (!valid) return;
 #pragma unroll
-      for (int g = 0; g < G; ++g) {
-        const float mn = fmaxf(m[g], sc[g]);
-        const float corr = expf(m[g] - mn);  // 0 while m is still -inf
-        const float pe = expf(sc[g] - mn);
-        l[g] = l[g] * corr + pe;
+    for (int g = 0; g < G; ++g) {
+      const float mn = fmaxf(m[g], sc[g]);
+      const float corr = expf(m[g] - mn);  // 0 while m is still -inf
+      const float pe = expf(sc[g] - mn);
+      l[g] = l[g] * corr + pe;
 #pragma unroll
-        for (int e = 0; e < E; ++e) acc[g][e] = fmaf(pe, vf[e], acc[g][e] * corr);
-        m[g] = mn;
-      }
+      for (int e = 0; e < E; ++e) acc[g][e] = fmaf(pe, vf[e], acc[g][e] * corr);
+      m[g] = mn;
     }
+  };
+  // The loop bound depends only on the warp, so every lane reaches the shuffles.
+  for (int base = kb + warp * kKeysPerWarp; base < ke; base += 2 * kKeysPerIter) {
+    int64_t row0 = 0, row1 = 0;
+    const bool valid0 = locate(base + sub, &row0);
+    const bool valid1 = locate(base + kKeysPerIter + sub, &row1);
+    float k0[E], v0[E], k1[E], v1[E];
+#pragma unroll
+    for (int e = 0; e < E; ++e) k0[e] = v0[e] = k1[e] = v1[e] = 0.0f;
+    if (valid0) {
+      load_row<E>(kc + row0, k0);
+      load_row<E>(vc + row0, v0);
+    }
+    if (valid1) {
+      load_row<E>(kc + row1, k1);
+      load_row<E>(vc + row1, v1);
+    }
+    process(k0, v0, valid0);
+    process(k1, v1, valid1);
   }
 
   // Merge the four 8-lane groups of the warp (lanes with the same j hold the same dims).
