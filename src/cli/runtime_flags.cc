@@ -13,6 +13,9 @@ void add_runtime_flags(CLI::App& app, RuntimeConfig* c) {
                "allow --max-model-len past the model's trained length");
   app.add_option("--block-size", c->block_size, "KV cache block size in tokens")->capture_default_str();
   app.add_option("--kv-cache-memory", c->kv_cache_memory, "KV cache bytes (default: automatic)");
+  app.add_option("--gpu-memory-utilization", c->gpu_memory_utilization,
+                 "CUDA: share of GPU memory to use (the KV cache gets what the weights leave)")
+      ->capture_default_str();
   app.add_flag("--enforce-eager", c->enforce_eager, "launch every kernel each step (no CUDA graphs for decode)");
   app.add_option("--activation-precision", c->activation_precision,
                  "GPU GEMM inputs: fast (bf16) or exact (bf16 hi+lo, twice the tensor-core work)")

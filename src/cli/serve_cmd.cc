@@ -66,8 +66,6 @@ int cmd_serve(int argc, char** argv) {
   std::string positional_model;
   app.add_option("model_tag", positional_model, "the model (same as --model)");
   app.add_option("--served-model-name", rc.served_model_name, "model name in the API (default: the file's)");
-  app.add_option("--gpu-memory-utilization", rc.gpu_memory_utilization, "fraction of GPU memory to use")
-      ->capture_default_str();
   app.add_option("--max-logprobs", rc.max_logprobs, "largest logprobs/top_logprobs a request may ask for")
       ->capture_default_str();
   int tensor_parallel = 1;
