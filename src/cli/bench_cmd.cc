@@ -20,6 +20,7 @@
 #include "cli/commands.h"
 #include "cli/runtime_flags.h"
 #include "core/logging.h"
+#include "engine/engine.h"
 
 namespace lancet::cli {
 namespace {
@@ -35,6 +36,30 @@ int64_t peak_rss_bytes() {
   struct rusage ru {};
   if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
   return static_cast<int64_t>(ru.ru_maxrss) * 1024;
+}
+
+// Speculative decoding counters of the run (absent when speculation is off): drafted and
+// accepted tokens, the acceptance rate, and the k the adaptive policy ended with.
+void add_speculation(const EngineStats& st, nlohmann::json* j) {
+  if (!st.spec_enabled && st.spec_draft_tokens == 0) return;
+  (*j)["speculative"] = {{"num_drafts", st.spec_num_drafts},
+                         {"draft_tokens", st.spec_draft_tokens},
+                         {"accepted_tokens", st.spec_accepted_tokens},
+                         {"acceptance_rate", st.spec_draft_tokens > 0
+                                                 ? static_cast<double>(st.spec_accepted_tokens) /
+                                                       static_cast<double>(st.spec_draft_tokens)
+                                                 : 0.0},
+                         {"final_k", st.spec_current_k}};
+}
+
+// width: the label column of the report it joins.
+void print_speculation(const nlohmann::json& j, int width) {
+  if (!j.contains("speculative")) return;
+  const auto& s = j["speculative"];
+  std::printf("%-*s %lld drafted, %lld accepted (%.1f%%), k now %d\n", width, "speculative",
+              static_cast<long long>(s["draft_tokens"].get<int64_t>()),
+              static_cast<long long>(s["accepted_tokens"].get<int64_t>()),
+              100.0 * s["acceptance_rate"].get<double>(), s["final_k"].get<int>());
 }
 
 double percentile(std::vector<double> v, double p) {
@@ -193,6 +218,7 @@ int bench_throughput(int argc, char** argv) {
                       {"output_tokens_per_s", out_tokens / elapsed},
                       {"total_tokens_per_s", (in_tokens + out_tokens) / elapsed},
                       {"preemptions", (*rt)->async_engine().stats().preemptions}};
+  add_speculation((*rt)->async_engine().stats(), &j);
   if (json) {
     std::printf("%s\n", j.dump().c_str());
   } else {
@@ -203,6 +229,7 @@ int bench_throughput(int argc, char** argv) {
     std::printf("%-22s %.2f\n", "requests/s", j["requests_per_s"].get<double>());
     std::printf("%-22s %.1f\n", "output tokens/s", j["output_tokens_per_s"].get<double>());
     std::printf("%-22s %.1f\n", "total tokens/s", j["total_tokens_per_s"].get<double>());
+    print_speculation(j, 22);
   }
   return 0;
 }
@@ -288,6 +315,7 @@ int bench_latency(int argc, char** argv) {
   // at this context length).
   j["max_concurrent_seqs"] = seq_blocks > 0 ? mem.kv_num_blocks / seq_blocks : 0;
   j["peak_rss_bytes"] = peak_rss_bytes();
+  add_speculation((*rt)->async_engine().stats(), &j);
   if (weight_gb > 0 && bandwidth_tbs > 0) {
     const double roof = bandwidth_tbs * 1e3 / weight_gb;
     j["roofline_tok_per_s"] = roof;
@@ -310,6 +338,7 @@ int bench_latency(int argc, char** argv) {
     if (j.contains("pct_of_roofline"))
       std::printf("%-18s %.1f%% of %.0f tok/s\n", "roofline", j["pct_of_roofline"].get<double>(),
                   j["roofline_tok_per_s"].get<double>());
+    print_speculation(j, 18);
   }
   return 0;
 }

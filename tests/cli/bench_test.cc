@@ -39,6 +39,27 @@ TEST(BenchCli, LatencyReportsTtftAndDecodeRate) {
   EXPECT_NEAR(j["roofline_tok_per_s"].get<double>(), 10.0 / 0.0047 * 1e3 / 1e3, 1e-6);
 }
 
+TEST(BenchCli, SpeculationCountersAreReported) {
+  const std::string m = testing::fixture_dir("tiny-llama32");
+  // The target as its own draft: every greedy draft token is accepted.
+  auto j = run_json("bench latency --model " + m + " --max-model-len 1024 --input-len 40 --output-len 24" +
+                    " --num-iters 1 --num-iters-warmup 0 --json --speculative-config " +
+                    "'{\"method\": \"draft\", \"model\": \"" + m +
+                    "\", \"num_speculative_tokens\": 3, \"adaptive\": false}'");
+  ASSERT_TRUE(j.is_object());
+  ASSERT_TRUE(j.contains("speculative")) << j.dump();
+  const auto& s = j["speculative"];
+  EXPECT_GT(s["draft_tokens"].get<int64_t>(), 0);
+  EXPECT_EQ(s["accepted_tokens"].get<int64_t>(), s["draft_tokens"].get<int64_t>());
+  EXPECT_DOUBLE_EQ(s["acceptance_rate"].get<double>(), 1.0);
+  EXPECT_EQ(s["final_k"].get<int>(), 3);
+  // Off: no field.
+  auto off = run_json("bench latency --model " + m + " --max-model-len 1024 --input-len 40 --output-len 4" +
+                      " --num-iters 1 --num-iters-warmup 0 --json");
+  ASSERT_TRUE(off.is_object());
+  EXPECT_FALSE(off.contains("speculative"));
+}
+
 TEST(BenchCli, UnknownBenchmarkIsAUsageError) {
   std::string out;
   EXPECT_EQ(testing::run_command(testing::lancet_binary() + " bench nonsense", &out), 2);
