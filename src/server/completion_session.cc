@@ -133,6 +133,8 @@ void CompletionSession::apply(size_t prompt, const TokenEvent& ev, ChunkFields* 
   Choice& c = choices_[idx];
   const Clock::time_point now = Clock::now();
   cached_[prompt] = std::max<int64_t>(cached_[prompt], ev.cached_prompt_tokens);
+  c.spec_draft_tokens = std::max<int64_t>(c.spec_draft_tokens, ev.spec_draft_tokens);
+  c.spec_accepted_tokens = std::max<int64_t>(c.spec_accepted_tokens, ev.spec_accepted_tokens);
   delta->index = static_cast<int32_t>(idx);
   const size_t text_offset = c.text.size();
   if (ev.token >= 0) {
@@ -208,7 +210,11 @@ bool CompletionSession::prompt_finished(size_t p) const {
 Usage CompletionSession::usage() const {
   Usage u;
   for (int64_t len : prompt_lens_) u.prompt_tokens += len;
-  for (const Choice& c : choices_) u.completion_tokens += c.tokens;
+  for (const Choice& c : choices_) {
+    u.completion_tokens += c.tokens;
+    u.spec_draft_tokens += c.spec_draft_tokens;
+    u.spec_accepted_tokens += c.spec_accepted_tokens;
+  }
   for (int64_t c : cached_) u.cached_tokens += c;
   return u;
 }

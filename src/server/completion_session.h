@@ -45,6 +45,9 @@ class CompletionSession {
     std::vector<TokenLogprobInfo> logprobs;
     std::string finish_reason;
     int64_t tokens = 0;
+    // Speculative decoding, cumulative for this choice (events carry running totals).
+    int64_t spec_draft_tokens = 0;
+    int64_t spec_accepted_tokens = 0;
     Clock::time_point last_token;
     bool finished = false;
   };

@@ -112,6 +112,10 @@ struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   int64_t cached_tokens = 0;
+  // Speculative decoding: draft tokens verified and accepted for this request (reported only
+  // when some were drafted).
+  int64_t spec_draft_tokens = 0;
+  int64_t spec_accepted_tokens = 0;
 };
 
 struct ResponseMeta {

@@ -51,6 +51,9 @@ Json usage_json(const Usage& u) {
   j["total_tokens"] = u.prompt_tokens + u.completion_tokens;
   j["completion_tokens"] = u.completion_tokens;
   j["prompt_tokens_details"] = {{"cached_tokens", u.cached_tokens}};
+  // An extension field (clients ignore unknown usage fields): per-request speculation counts.
+  if (u.spec_draft_tokens > 0)
+    j["speculative"] = {{"draft_tokens", u.spec_draft_tokens}, {"accepted_tokens", u.spec_accepted_tokens}};
   return j;
 }
 

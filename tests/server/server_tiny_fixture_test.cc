@@ -63,5 +63,42 @@ TEST(ServerTinyFixture, TokenIdPromptsMatchHuggingFaceGreedy) {
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 
+// Speculative decoding through the server: the target as its own draft keeps the greedy
+// continuation of the fixture exactly and reports the request's draft counts in usage.
+TEST(ServerTinyFixture, SpeculativeServingKeepsGreedyAndReportsUsage) {
+  const std::string dir = fixture_dir("tiny-llama32");
+  auto golden = SafetensorsFile::open(dir + "/golden.safetensors");
+  ASSERT_TRUE(golden.ok()) << golden.status().to_string();
+  const std::string spec = nlohmann::json({{"method", "draft"}, {"model", dir}, {"num_speculative_tokens", 3},
+                                           {"adaptive", false}})
+                               .dump();
+  ServerProcess server;
+  std::string err;
+  ASSERT_TRUE(server.start({dir, "--threads", "2", "--max-model-len", "256", "--kv-cache-memory", "16777216",
+                            "--speculative-config", spec},
+                           &err) &&
+              server.wait_healthy(60, &err))
+      << err;
+  httplib::Client cli("127.0.0.1", server.port());
+  cli.set_read_timeout(120);
+  const std::vector<int32_t> prompt = ids_of(**golden, "case1.input_ids");
+  const std::vector<int32_t> greedy = ids_of(**golden, "case1.greedy");
+  ASSERT_GE(greedy.size(), 8u);
+  nlohmann::json req = {{"prompt", prompt}, {"max_tokens", 8}, {"temperature", 0}, {"logprobs", 0},
+                        {"ignore_eos", true}};
+  auto r = cli.Post("/v1/completions", req.dump(), "application/json");
+  ASSERT_TRUE(r) << "no response";
+  ASSERT_EQ(r->status, 200) << r->body;
+  auto j = nlohmann::json::parse(r->body);
+  std::vector<int32_t> got;
+  for (const auto& tok : j["choices"][0]["logprobs"]["tokens"]) got.push_back(std::stoi(tok.get<std::string>().substr(9)));
+  EXPECT_EQ(got, std::vector<int32_t>(greedy.begin(), greedy.begin() + 8)) << r->body;
+  ASSERT_TRUE(j["usage"].contains("speculative")) << r->body;
+  const int64_t drafted = j["usage"]["speculative"]["draft_tokens"].get<int64_t>();
+  EXPECT_GT(drafted, 0);
+  EXPECT_EQ(j["usage"]["speculative"]["accepted_tokens"].get<int64_t>(), drafted) << r->body;
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
 }  // namespace
 }  // namespace lancet::testing
