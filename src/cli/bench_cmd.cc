@@ -179,6 +179,7 @@ int bench_throughput(int argc, char** argv) {
   uint64_t seed = 0;
   add_runtime_flags(app, &rc);
   add_bench_model_flags(app, &rc);
+  rc.allow_forced_acceptance = true;  // benchmarks may force speculative acceptance
   app.add_option("--num-prompts", num_prompts)->capture_default_str();
   app.add_option("--input-len", input_len)->capture_default_str();
   app.add_option("--output-len", output_len)->capture_default_str();
@@ -246,6 +247,7 @@ int bench_latency(int argc, char** argv) {
   bool json = false;
   add_runtime_flags(app, &rc);
   add_bench_model_flags(app, &rc);
+  rc.allow_forced_acceptance = true;  // benchmarks may force speculative acceptance
   app.add_option("--input-len", input_len)->capture_default_str();
   app.add_option("--output-len", output_len)->capture_default_str();
   app.add_option("--batch-size", batch_size, "requests submitted together each iteration")->capture_default_str();

@@ -71,7 +71,10 @@ Status RuntimeConfig::validate() const {
     return InvalidArgument("--activation-precision must be fast or exact, got '" + activation_precision + "'");
   if (num_threads < 0) return InvalidArgument("--threads must be positive");
   if (max_logprobs < 0) return InvalidArgument("--max-logprobs must be positive");
-  RETURN_IF_ERROR(parse_speculative_config(speculative_config).status());
+  ASSIGN_OR_RETURN(const SpeculativeConfig spec, parse_speculative_config(speculative_config));
+  if (spec.force_acceptance_rate >= 0.0 && !allow_forced_acceptance)
+    return InvalidArgument(
+        "speculative config: force_acceptance_rate changes the output and is for `lancet bench` only");
   return OkStatus();
 }
 

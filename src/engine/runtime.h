@@ -38,6 +38,9 @@ struct RuntimeConfig {
   std::string kv_cache_dtype = "auto";
   std::string quantization;          // "" or "fp8" (online quantization)
   int num_threads = 0;               // CPU threads; 0 = all cores
+  // Benchmarks may force speculative acceptance (SpeculativeConfig::force_acceptance_rate);
+  // serving never does.
+  bool allow_forced_acceptance = false;
   bool enforce_eager = false;        // no decode graphs (CUDA): every kernel launched each step
   std::string activation_precision = "fast";  // "fast" (bf16 GEMM inputs) or "exact" (backend.h)
   int32_t max_logprobs = 20;

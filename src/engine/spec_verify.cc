@@ -25,6 +25,18 @@ VerifyResult verify_drafts(const VerifyInput& in) {
     ctx.output_tokens = out;
     ctx.eos_token_ids = in.eos_token_ids;
     ctx.seed = in.seed;
+    if (in.force_acceptance_rate >= 0.0 && j < nd) {
+      // Benchmark mode: the same per-row work as real verification, a forced decision.
+      const uint64_t pos = out.size();
+      if (counter_uniform(in.seed ^ kSpecForceSalt, pos) < in.force_acceptance_rate) {
+        r.tokens.push_back(sample_result_for(process_logits(row, p, ctx), in.drafts[j], p));
+        r.num_accepted++;
+        out.push_back(in.drafts[j]);
+        continue;
+      }
+      r.tokens.push_back(sample_token(row, p, ctx));
+      break;
+    }
     if (exact || j == nd) {
       // The token non-speculative decoding would produce here; the bonus row always ends.
       SampleResult s = sample_token(row, p, ctx);

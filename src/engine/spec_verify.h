@@ -31,6 +31,9 @@ struct VerifyInput {
   std::span<const int32_t> output_tokens;  // generated before the drafts
   std::span<const int32_t> eos_token_ids;
   uint64_t seed = 0;
+  // >= 0: benchmark mode, each draft is accepted with this probability (a counter-based draw)
+  // regardless of the distributions; the first refused position yields the target's token.
+  double force_acceptance_rate = -1.0;
 };
 
 struct VerifyResult {
@@ -44,5 +47,6 @@ VerifyResult verify_drafts(const VerifyInput& in);
 inline constexpr uint64_t kSpecAcceptSalt = 0x5bd1e9955bd1e995ull;
 inline constexpr uint64_t kSpecResidualSalt = 0x27d4eb2f165667c5ull;
 inline constexpr uint64_t kSpecDraftSalt = 0x94d049bb133111ebull;
+inline constexpr uint64_t kSpecForceSalt = 0xd6e8feb86659fd93ull;
 
 }  // namespace lancet

@@ -76,6 +76,7 @@ VerifyResult Speculator::verify(Sequence* seq, int32_t nd, std::span<const float
   in.output_tokens = std::span<const int32_t>(seq->tokens).subspan(seq->prompt_len);
   in.eos_token_ids = eos;
   in.seed = seq->seed;
+  in.force_acceptance_rate = config_.force_acceptance_rate;
   VerifyResult r = verify_drafts(in);
   const int32_t a = r.num_accepted;
   stats_.num_drafts++;

@@ -68,13 +68,17 @@ StatusOr<SpeculativeConfig> parse_speculative_config(std::string_view text) {
       has_max = true;
     } else if (key == "disable_by_batch_size") {
       ASSIGN_OR_RETURN(c.disable_by_batch_size, want_int(1));
+    } else if (key == "force_acceptance_rate") {
+      if (!v.is_number() || v.get<double>() < 0.0 || v.get<double>() > 1.0)
+        return InvalidArgument("speculative config: \"force_acceptance_rate\" must be a number in [0, 1]");
+      c.force_acceptance_rate = v.get<double>();
     } else if (key == "adaptive") {
       if (!v.is_boolean()) return InvalidArgument("speculative config: \"adaptive\" must be true or false");
       c.adaptive = v.get<bool>();
     } else {
       return InvalidArgument("speculative config: unknown key \"" + key +
                              "\" (known: method, model, num_speculative_tokens, prompt_lookup_min, "
-                             "prompt_lookup_max, disable_by_batch_size, adaptive)");
+                             "prompt_lookup_max, disable_by_batch_size, adaptive, force_acceptance_rate)");
     }
   }
   if (method.empty()) method = c.model.empty() ? "" : (c.model == "[ngram]" ? "ngram" : "draft");

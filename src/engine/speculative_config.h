@@ -24,6 +24,10 @@ struct SpeculativeConfig {
   int32_t prompt_lookup_max = 0;       // ngram: longest suffix n-gram matched (tried first)
   int64_t disable_by_batch_size = 0;   // 0 = no fixed limit
   bool adaptive = true;
+  // Benchmarks only ("force_acceptance_rate"): accept each draft token with this probability
+  // whatever the models say, to measure speed-up against acceptance with dummy weights. It
+  // changes the output, so the Runtime refuses it unless RuntimeConfig allows it. < 0 = off.
+  double force_acceptance_rate = -1.0;
 
   bool enabled() const { return method != SpecMethod::kNone && num_speculative_tokens > 0; }
   Status validate() const;

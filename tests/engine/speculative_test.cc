@@ -9,6 +9,7 @@
 
 #include "engine/ngram_proposer.h"
 #include "engine/spec_policy.h"
+#include "engine/runtime.h"
 #include "engine/spec_verify.h"
 #include "engine/speculative_config.h"
 
@@ -185,6 +186,38 @@ TEST(SpecVerify, GreedyAcceptsTheArgmaxPrefixAndCorrectsTheFirstMiss) {
   EXPECT_EQ(run({}), (std::vector<int32_t>{4}));
 }
 
+TEST(SpecVerify, ForcedAcceptanceFollowsTheRequestedRate) {
+  // Benchmark mode: drafts that the target would all reject are accepted at the forced rate;
+  // the first refused position yields the target's own token.
+  const int64_t v = 8, k = 4;
+  std::vector<float> rows((k + 1) * v, 0.0f);
+  for (int64_t j = 0; j <= k; ++j) rows[j * v + 7] = 5;  // the target always wants 7
+  SamplingParams p;
+  p.temperature = 0;
+  const std::vector<int32_t> drafts{1, 2, 3, 4};
+  for (double rate : {0.0, 0.5, 1.0}) {
+    int64_t accepted = 0, trials = 0;
+    for (uint64_t seed = 1; seed <= 4000; ++seed) {
+      VerifyInput in;
+      in.logits = rows;
+      in.vocab = v;
+      in.drafts = drafts;
+      in.params = &p;
+      in.seed = seed;
+      in.force_acceptance_rate = rate;
+      const VerifyResult r = verify_drafts(in);
+      ASSERT_EQ(static_cast<int64_t>(r.tokens.size()), r.num_accepted + 1);
+      for (int32_t j = 0; j < r.num_accepted; ++j) ASSERT_EQ(r.tokens[j].token, drafts[j]);
+      ASSERT_EQ(r.tokens.back().token, 7);  // correction or bonus: the target's token
+      // Per-position acceptance: positions reached are trials, accepted ones successes.
+      accepted += r.num_accepted;
+      trials += std::min<int64_t>(r.num_accepted + 1, k);
+    }
+    // Binomial over ~4000-16000 trials: 5 standard deviations is under 0.04 at rate 0.5.
+    EXPECT_NEAR(static_cast<double>(accepted) / static_cast<double>(trials), rate, 0.04) << rate;
+  }
+}
+
 TEST(SpecVerify, PenaltiesSeeTheAcceptedDrafts) {
   // With a strong repetition penalty the row-1 argmax (token 3) is a token already drafted:
   // verification must penalise it as non-speculative decoding would after emitting it.
@@ -273,6 +306,17 @@ TEST(SpeculativeConfig, ParsesVllmShapes) {
   EXPECT_FALSE(parse_speculative_config(R"({"method": "ngram"})").ok());
   EXPECT_FALSE(parse_speculative_config(R"({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 4, "prompt_lookup_max": 2})").ok());
   EXPECT_FALSE(parse_speculative_config("[1]").ok());
+  auto f = parse_speculative_config(R"({"method": "ngram", "num_speculative_tokens": 2, "force_acceptance_rate": 0.7})");
+  ASSERT_TRUE(f.ok());
+  EXPECT_DOUBLE_EQ(f->force_acceptance_rate, 0.7);
+  EXPECT_FALSE(parse_speculative_config(R"({"method": "ngram", "num_speculative_tokens": 2, "force_acceptance_rate": 1.5})").ok());
+  // Serving refuses it; benchmarks opt in.
+  RuntimeConfig rc;
+  rc.model = "unused";
+  rc.speculative_config = R"({"method": "ngram", "num_speculative_tokens": 2, "force_acceptance_rate": 0.5})";
+  EXPECT_NE(rc.validate().message().find("bench"), std::string::npos);
+  rc.allow_forced_acceptance = true;
+  EXPECT_TRUE(rc.validate().ok()) << rc.validate().to_string();
 }
 
 }  // namespace
