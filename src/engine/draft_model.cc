@@ -2,6 +2,7 @@
 #include "engine/draft_model.h"
 
 #include "core/logging.h"
+#include "io/dummy_source.h"
 #include "tokenizer/model_tokenizer.h"
 
 namespace lancet {
@@ -39,7 +40,7 @@ StatusOr<std::unique_ptr<DraftModel>> load_draft_model(const DraftModelOptions& 
                                                        const ModelConfig& target_config,
                                                        const Tokenizer* target_tokenizer) {
   auto d = std::make_unique<DraftModel>();
-  auto src = open_model_source(o.path);
+  auto src = o.dummy ? open_dummy_source(o.path) : open_model_source(o.path);
   if (!src.ok()) return src.status().with_context("speculative draft model " + o.path);
   d->source = std::move(*src);
   if (d->source->tensors().empty()) return InvalidArgument("speculative draft model " + o.path + " has no weights");

@@ -25,6 +25,7 @@ struct DraftModelOptions {
   int32_t block_size = 16;
   int64_t num_blocks = 0;     // draft KV blocks
   DType kv_dtype = DType::kF32;
+  bool dummy = false;         // random weights of path's config (the target's --load-format dummy)
 };
 
 struct DraftModel {

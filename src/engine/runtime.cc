@@ -230,6 +230,7 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::create(const RuntimeConfig& config) 
     // are smaller whenever the draft is.
     dopts.num_blocks = num_blocks + config.max_num_seqs * (ec.speculative.num_speculative_tokens / config.block_size + 2);
     dopts.kv_dtype = kv_dtype;
+    dopts.dummy = config.load_format == "dummy";  // benchmarks: dummy target, dummy draft
     ASSIGN_OR_RETURN(im.draft, load_draft_model(dopts, *im.backend, mc, rt->tokenizer_.get()));
     if (kv_dtype == DType::kF8E4M3)
       RETURN_IF_ERROR(rt->setup_fp8_kv_scales(*im.draft->source, *im.draft->model, *im.draft->cache).status());

@@ -60,6 +60,20 @@ TEST(BenchCli, SpeculationCountersAreReported) {
   EXPECT_FALSE(off.contains("speculative"));
 }
 
+TEST(BenchCli, ForcedAcceptanceWithDummyTargetAndDraft) {
+  // Benchmarks of model shapes without checkpoints: dummy target and draft from config.json
+  // files; every draft accepted by force.
+  const std::string cfg = testing::fixture_dir("tiny-llama32") + "/config.json";
+  auto j = run_json("bench latency --load-format dummy --model " + cfg +
+                    " --max-model-len 512 --input-len 16 --output-len 24 --num-iters 1 --num-iters-warmup 0 --json" +
+                    " --speculative-config '{\"method\": \"draft\", \"model\": \"" + cfg +
+                    "\", \"num_speculative_tokens\": 3, \"adaptive\": false, \"force_acceptance_rate\": 1.0}'");
+  ASSERT_TRUE(j.is_object());
+  ASSERT_TRUE(j.contains("speculative")) << j.dump();
+  EXPECT_GT(j["speculative"]["draft_tokens"].get<int64_t>(), 0);
+  EXPECT_DOUBLE_EQ(j["speculative"]["acceptance_rate"].get<double>(), 1.0);
+}
+
 TEST(BenchCli, UnknownBenchmarkIsAUsageError) {
   std::string out;
   EXPECT_EQ(testing::run_command(testing::lancet_binary() + " bench nonsense", &out), 2);
