@@ -1,6 +1,8 @@
 // Split-KV decode attention (backend/cpu/decode_attention.h) through CpuBackend::paged_attention:
 // long-context decode rows, alone and next to prefill chunks and short decodes, against a
-// double-precision reference; and the same bits whatever the batch and the thread count.
+// double-precision reference (for BF16 and FP8 caches, over the values the cache holds: the
+// reference encoders of core/dtype.h, FP8 times its scale); and the same bits whatever the
+// batch and the thread count.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -28,6 +30,7 @@ struct Case {
   std::vector<Seq> seqs;
   uint32_t seed = 1;
   float q_scale = 1.f;  // larger queries sharpen the softmax (exercises the running max)
+  float k_scale = 1.f, v_scale = 1.f;  // FP8 caches only
 };
 
 // Runs one paged_attention call and returns its output; *ref gets the double reference.
@@ -53,11 +56,13 @@ std::vector<float> run(Backend& be, const Case& cs, std::vector<double>* ref) {
   for (int64_t s = 0, next = 0; s < S; ++s)
     for (int64_t b = 0; b < (cs.seqs[s].cached + cs.seqs[s].q_len + bs - 1) / bs; ++b)
       tables[s * max_blocks + b] = ids[next++];
-  const size_t elem = cs.dtype == DType::kF32 ? 4 : 2;
+  const size_t elem = cs.dtype == DType::kF32 ? 4 : cs.dtype == DType::kF8E4M3 ? 1 : 2;
   auto kbuf = be.alloc(num_blocks * bs * kv_row * elem).value();
   auto vbuf = be.alloc(num_blocks * bs * kv_row * elem).value();
   KvCacheLayer cache;
   cache.dtype = cs.dtype;
+  cache.k_scale = cs.k_scale;
+  cache.v_scale = cs.v_scale;
   cache.num_blocks = num_blocks;
   cache.block_size = bs;
   cache.num_kv_heads = cs.num_kv_heads;
@@ -97,7 +102,12 @@ std::vector<float> run(Backend& be, const Case& cs, std::vector<double>* ref) {
   EXPECT_TRUE(st.ok()) << st.to_string();
   if (!ref) return out;
 
-  auto kv_val = [&](float x) { return cs.dtype == DType::kBF16 ? bf16_to_f32(f32_to_bf16(x)) : x; };
+  // What the cache holds for x, as a double: FP8 stores e4m3(x / scale) and reads code * scale.
+  auto kv_val = [&](float x, float scale) -> double {
+    if (cs.dtype == DType::kBF16) return bf16_to_f32(f32_to_bf16(x));
+    if (cs.dtype == DType::kF8E4M3) return double{fp8e4m3_to_f32(f32_to_fp8e4m3(x / scale, true))} * scale;
+    return x;
+  };
   const int64_t G = cs.num_heads / cs.num_kv_heads, hd = cs.head_dim;
   ref->assign(out.size(), 0.0);
   for (int64_t s = 0; s < S; ++s) {
@@ -110,7 +120,7 @@ std::vector<float> run(Backend& be, const Case& cs, std::vector<double>* ref) {
         for (int64_t j = 0; j <= pos; ++j) {
           double d = 0;
           for (int64_t k = 0; k < hd; ++k)
-            d += double{Q[s][(t * cs.num_heads + h) * hd + k]} * kv_val(K[s][(j * cs.num_kv_heads + kh) * hd + k]);
+            d += double{Q[s][(t * cs.num_heads + h) * hd + k]} * kv_val(K[s][(j * cs.num_kv_heads + kh) * hd + k], cs.k_scale);
           sc[j] = d * a.scale;
           m = std::max(m, sc[j]);
         }
@@ -118,7 +128,7 @@ std::vector<float> run(Backend& be, const Case& cs, std::vector<double>* ref) {
         for (double& x : sc) sum += (x = std::exp(x - m));
         for (int64_t k = 0; k < hd; ++k) {
           double o = 0;
-          for (int64_t j = 0; j <= pos; ++j) o += sc[j] * kv_val(V[s][(j * cs.num_kv_heads + kh) * hd + k]);
+          for (int64_t j = 0; j <= pos; ++j) o += sc[j] * kv_val(V[s][(j * cs.num_kv_heads + kh) * hd + k], cs.v_scale);
           (*ref)[((qstart[s] + t) * cs.num_heads + h) * hd + k] = o / sum;
         }
       }
@@ -199,7 +209,60 @@ TEST(DecodeAttention, SameBitsAloneInABatchAndWithAnyThreadCount) {
   }
 }
 
-TEST(DecodeAttention, OnlyLongDecodeRowsOfF32AndBf16CachesTakeTheSplitPath) {
+TEST(DecodeAttention, Fp8LongContextsMatchReferenceOverDequantizedValues) {
+  // FP8 caches with scales away from 1 (K/V of +-1 land on codes up to ~100 and down into
+  // E4M3's subnormals): k_scale must reach the scores and v_scale the output. Partition
+  // edges, block sizes 1 and 16, GQA groups of 4 and 3 and a head_dim with a tail, next to
+  // rows that stay on the general kernel.
+  struct Geo {
+    int64_t heads, kv_heads, head_dim;
+  };
+  const std::vector<Seq> seqs = {{300, 1}, {511, 1}, {1025, 1}, {40, 9}, {3, 1}};
+  for (const std::string& isa : available_isas()) {
+    auto be = cpu_backend(isa);
+    for (int64_t bs : {1, 16}) {
+      for (const Geo& g : {Geo{8, 2, 64}, Geo{6, 2, 72}}) {
+        Case cs;
+        cs.block_size = bs;
+        cs.dtype = DType::kF8E4M3;
+        cs.num_heads = g.heads;
+        cs.num_kv_heads = g.kv_heads;
+        cs.head_dim = g.head_dim;
+        cs.seqs = seqs;
+        cs.q_scale = 4.f;
+        cs.k_scale = 0.0173f;
+        cs.v_scale = 0.0091f;
+        cs.seed = 11 + static_cast<uint32_t>(bs);
+        std::vector<double> ref;
+        const auto out = run(*be, cs, &ref);
+        EXPECT_LT(rel_err(out, ref), 2e-6) << isa << " block " << bs << " heads " << g.heads << " dim " << g.head_dim;
+      }
+    }
+  }
+}
+
+TEST(DecodeAttention, Fp8SameBitsAloneInABatchAndWithAnyThreadCount) {
+  Case alone;
+  alone.dtype = DType::kF8E4M3;
+  alone.k_scale = 0.02f;
+  alone.v_scale = 0.5f;
+  alone.seqs = {{999, 1}};
+  alone.seed = 9;
+  Case batch = alone;
+  batch.seqs = {{999, 1}, {1500, 1}, {17, 30}, {400, 1}};
+  for (const std::string& isa : available_isas()) {
+    auto be1 = cpu_backend(isa, 1);
+    auto be2 = cpu_backend(isa, 2);
+    const auto a = run(*be1, alone, nullptr);
+    const auto b = run(*be2, alone, nullptr);
+    const auto c = run(*be2, batch, nullptr);
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_TRUE(std::equal(a.begin(), a.end(), b.begin())) << isa << ": 1 vs 2 threads";
+    EXPECT_TRUE(std::equal(a.begin(), a.end(), c.begin())) << isa << ": alone vs in a batch";
+  }
+}
+
+TEST(DecodeAttention, OnlyLongDecodeRowsTakeTheSplitPath) {
   KvCacheLayer c;
   c.dtype = DType::kF32;
   EXPECT_TRUE(cpu::decode_attention_handles(1, cpu::kDecodeMinKeys, c));
@@ -208,6 +271,9 @@ TEST(DecodeAttention, OnlyLongDecodeRowsOfF32AndBf16CachesTakeTheSplitPath) {
   c.dtype = DType::kBF16;
   EXPECT_TRUE(cpu::decode_attention_handles(1, 5000, c));
   c.dtype = DType::kF8E4M3;
+  EXPECT_TRUE(cpu::decode_attention_handles(1, 5000, c));
+  EXPECT_FALSE(cpu::decode_attention_handles(1, cpu::kDecodeMinKeys - 1, c));
+  c.dtype = DType::kF16;  // not a CPU cache type
   EXPECT_FALSE(cpu::decode_attention_handles(1, 5000, c));
 }
 

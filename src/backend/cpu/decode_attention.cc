@@ -3,6 +3,8 @@
 // then merges each head's partitions with the online-softmax rule
 //   M = max_i m_i,  L = sum_i l_i e^(m_i - M),  out = sum_i acc_i e^(m_i - M) / L,
 // always in partition order, so the result does not depend on which worker ran what.
+// An FP8 cache's scales are linear factors (stored = e4m3(x / scale)): k_scale joins the
+// softmax scale given to the kernel and v_scale multiplies the merged output.
 #include "backend/cpu/decode_attention.h"
 
 #include <algorithm>
@@ -42,6 +44,9 @@ Status decode_attention(const PagedAttentionArgs& a, const KvCacheLayer& c, Work
   if (!kernel) return Internal("decode attention: no kernel for isa " + isa);
   const int64_t hd = c.head_dim, nkv = c.num_kv_heads;
   const int64_t G = a.num_heads / nkv;
+  const bool fp8 = c.dtype == DType::kF8E4M3;
+  const float qk_scale = fp8 ? a.scale * c.k_scale : a.scale;
+  const float out_scale = fp8 ? c.v_scale : 1.f;
   // The caller's thread plans; workers only read the plan (kept between calls: no allocation
   // per layer once the largest batch has been seen). Named through references so that the
   // workers' lambdas see the caller's vectors, not their own thread_local ones.
@@ -81,7 +86,7 @@ Status decode_attention(const PagedAttentionArgs& a, const KvCacheLayer& c, Work
       p.key_end = j.key_end;
       p.kv_head = j.kv_head;
       p.group = G;
-      p.scale = a.scale;
+      p.scale = qk_scale;
       p.max = base;
       p.sum = base + G;
       p.acc = base + 2 * G;
@@ -107,7 +112,7 @@ Status decode_attention(const PagedAttentionArgs& a, const KvCacheLayer& c, Work
           const float* acc = base + 2 * G + g * hd;
           for (int64_t d = 0; d < hd; ++d) o[d] += acc[d] * w;
         }
-        const float inv = 1.f / l;
+        const float inv = out_scale / l;
         for (int64_t d = 0; d < hd; ++d) o[d] *= inv;
       }
     }

@@ -31,7 +31,7 @@ struct DecodePartition {
   int64_t key_end = 0;
   int64_t kv_head = 0;
   int64_t group = 0;            // query heads per KV head
-  float scale = 1.f;            // softmax scale
+  float scale = 1.f;            // softmax scale (times k_scale for an FP8 cache)
   float* max = nullptr;         // [group] out: largest scaled score
   float* sum = nullptr;         // [group] out: sum of exp(score - max)
   float* acc = nullptr;         // [group, head_dim] out: sum of exp(score - max) * v
@@ -47,7 +47,8 @@ DecodePartitionFn decode_partition_kernel(const std::string& isa);
 
 // Whether a sequence with q_len new tokens and ctx keys takes the split path on this cache.
 inline bool decode_attention_handles(int64_t q_len, int64_t ctx, const KvCacheLayer& cache) {
-  return q_len == 1 && ctx >= kDecodeMinKeys && (cache.dtype == DType::kF32 || cache.dtype == DType::kBF16);
+  return q_len == 1 && ctx >= kDecodeMinKeys &&
+         (cache.dtype == DType::kF32 || cache.dtype == DType::kBF16 || cache.dtype == DType::kF8E4M3);
 }
 
 // Runs attention for every sequence of `a` that decode_attention_handles() selects and leaves

@@ -16,6 +16,7 @@
 namespace lancet::cpu {
 namespace decode_avx512 {
 #include "backend/cpu/simd.h"
+#include "backend/cpu/decode_attention_fp8.inc"
 #include "backend/cpu/decode_attention_impl.inc"
 }  // namespace decode_avx512
 
