@@ -159,11 +159,11 @@ std::string Metrics::render(const std::string& model_name, const EngineStats& st
   // FP8 KV cache: the per-layer scales in use (checkpoint or calibration), so a scrape shows
   // what the cache quantizes with. Absent when the cache is not FP8.
   if (const auto scales = published_kv_cache_scales(); scales && !scales->k.empty()) {
-    header(&out, "lancet_kv_cache_scale", "gauge", "FP8 KV cache scale per layer (stored = e4m3(x / scale)).");
+    header(&out, "lancet:kv_cache_scale", "gauge", "FP8 KV cache scale per layer (stored = e4m3(x / scale)).");
     for (size_t i = 0; i < scales->k.size() && i < scales->v.size(); ++i) {
       const std::string layer = "layer=\"" + std::to_string(i) + "\"";
-      sample(&out, "lancet_kv_cache_scale", layer + ",kind=\"k\"", scales->k[i]);
-      sample(&out, "lancet_kv_cache_scale", layer + ",kind=\"v\"", scales->v[i]);
+      sample(&out, "lancet:kv_cache_scale", layer + ",kind=\"k\"", scales->k[i]);
+      sample(&out, "lancet:kv_cache_scale", layer + ",kind=\"v\"", scales->v[i]);
     }
   }
 

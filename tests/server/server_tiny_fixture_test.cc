@@ -100,5 +100,31 @@ TEST(ServerTinyFixture, SpeculativeServingKeepsGreedyAndReportsUsage) {
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 
+// An FP8 KV cache on a checkpoint without scales is calibrated at start; /metrics exports the
+// per-layer scales, never left at 1.
+TEST(ServerTinyFixture, Fp8KvScalesAreCalibratedAndExported) {
+  const std::string dir = fixture_dir("tiny-llama32");
+  ServerProcess server;
+  std::string err;
+  ASSERT_TRUE(server.start({dir, "--threads", "2", "--max-model-len", "256", "--kv-cache-memory", "16777216",
+                            "--kv-cache-dtype", "fp8"},
+                           &err) &&
+              server.wait_healthy(60, &err))
+      << err;
+  httplib::Client cli("127.0.0.1", server.port());
+  auto r = cli.Get("/metrics");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  for (const char* kind : {"k", "v"}) {
+    const std::string key = std::string("lancet:kv_cache_scale{layer=\"0\",kind=\"") + kind + "\"} ";
+    const size_t at = r->body.find(key);
+    ASSERT_NE(at, std::string::npos) << key << " missing from\n" << r->body;
+    const double v = std::stod(r->body.substr(at + key.size()));
+    EXPECT_GT(v, 0.0) << kind;
+    EXPECT_NE(v, 1.0) << kind;
+  }
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
 }  // namespace
 }  // namespace lancet::testing
