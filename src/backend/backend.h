@@ -143,6 +143,21 @@ struct KvWriteArgs {
 // decoding of near-tied logits to agree. Backends computing in f32 ignore it.
 enum class ActivationPrecision { kFast, kExact };
 
+// One row of Backend::sample_rows: which logits row to draw from and how. The semantics are
+// the CPU sampler's (engine/sampler.h) for a request without logit_bias, penalties, min_tokens
+// masking or logprobs: temperature, top-k, then top-p on the renormalised top-k distribution,
+// then min-p, candidates ordered by logit (ties to the lowest index), and an inverse-CDF draw
+// with u = counter_uniform_value(seed, counter) (backend/counter_uniform.h).
+struct DeviceSampleRow {
+  int32_t row = 0;           // the logits row (of the rows passed to sample_rows)
+  float temperature = 1.0f;  // <= 0: greedy (argmax, ties to the lowest index)
+  int32_t top_k = 0;         // <= 0: off
+  float top_p = 1.0f;        // in (0, 1]; 1: off
+  float min_p = 0.0f;        // in [0, 1]; 0: off
+  uint64_t seed = 0;         // the request's seed
+  uint64_t counter = 0;      // the request's output position (tokens generated so far)
+};
+
 // A captured sequence of ops that can be replayed (CUDA graphs); see Backend::begin_capture.
 class BackendGraph {
  public:
@@ -161,6 +176,11 @@ class Backend {
   virtual Status zero(void* dst, size_t nbytes) = 0;
   // Waits for queued work (no-op on CPU).
   virtual Status synchronize() { return OkStatus(); }
+  // Makes this backend's device the calling thread's current one. Backends of several GPUs
+  // driven from one thread (a tensor-parallel group) call it before each rank's ops.
+  virtual Status make_current() { return OkStatus(); }
+  // Which device of its kind the backend runs on (0 on the CPU).
+  virtual int device_index() const { return 0; }
 
   // ---- weights ----
   // A linear weight in its storage format (F32/F16/BF16/F8_E4M3 + scales, GGUF Q8_0/Q4_0/Q4_1/
@@ -211,6 +231,19 @@ class Backend {
   virtual Status launch_graph(BackendGraph& graph) {
     (void)graph;
     return Unimplemented(std::string(name()) + " backend has no graphs");
+  }
+  // ---- sampling on the device, so that only token ids come back to the host ----
+  virtual bool supports_device_sampling() const { return false; }
+  // tokens_host[i] = a draw from logits row params[i].row (DeviceSampleRow). Waits for the
+  // queued work: the tokens are on the host when it returns. Not allowed while capturing.
+  virtual Status sample_rows(const float* logits /*[rows, vocab]*/, int64_t rows, int64_t vocab,
+                             std::span<const DeviceSampleRow> params /*[n] host*/, int32_t* tokens_host /*[n]*/) {
+    (void)logits;
+    (void)rows;
+    (void)vocab;
+    (void)params;
+    (void)tokens_host;
+    return Unimplemented(std::string(name()) + " backend has no device sampling");
   }
   // Host memory the backend copies from fastest (pinned on CUDA; plain memory on CPU).
   virtual StatusOr<Buffer> alloc_host(size_t nbytes);
@@ -263,5 +296,7 @@ StatusOr<std::unique_ptr<Backend>> make_cpu_backend(const CpuBackendOptions& opt
 
 // "cpu" (or "cuda" when built with it).
 StatusOr<std::unique_ptr<Backend>> make_backend(const std::string& name);
+// The backend on one device of its kind ("cuda" device 1, ...); the CPU has device 0 only.
+StatusOr<std::unique_ptr<Backend>> make_backend_on_device(const std::string& name, int device);
 
 }  // namespace lancet

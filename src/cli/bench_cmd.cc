@@ -185,6 +185,10 @@ int bench_throughput(int argc, char** argv) {
   app.add_option("--output-len", output_len)->capture_default_str();
   app.add_option("--dataset", dataset, "JSON lines with prompt or prompt_ids");
   app.add_option("--seed", seed)->capture_default_str();
+  app.add_option("--temperature", sp.temperature, "0 = greedy (default); vLLM's benchmark samples at 1.0")
+      ->capture_default_str();
+  app.add_option("--top-p", sp.top_p)->capture_default_str();
+  app.add_option("--top-k", sp.top_k, "0 = off")->capture_default_str();
   app.add_flag("--sequential", sequential, "run the same prompts one at a time (the baseline)");
   app.add_flag("--json", json);
   CLI11_PARSE(app, argc, argv);

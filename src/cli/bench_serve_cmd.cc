@@ -1,7 +1,8 @@
 // `lancet bench serve`: load-tests a running OpenAI-compatible server (lancet's, vLLM's, any)
 // like `vllm bench serve` and prints TTFT / TPOT / ITL percentiles and throughput, as a table
 // or (--json) one JSON object. Reached through `lancet bench serve` (bench_cmd.cc); argv[0]
-// is "serve".
+// is "serve". --background-input-len adds one long prompt alongside the short streams to
+// measure what its prefill does to their inter-token latency.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -27,6 +28,12 @@ int cmd_bench_serve(int argc, char** argv) {
   app.add_option("--max-token-id", c.max_token_id, "prompt ids are drawn below this")->capture_default_str();
   app.add_option("--seed", c.seed, "prompt seed")->capture_default_str();
   app.add_option("--timeout", c.timeout_s, "per-request timeout in seconds")->capture_default_str();
+  app.add_option("--background-input-len", c.background_input_len,
+                 "also send one request with a prompt of this many tokens at the start; its timings are "
+                 "reported apart and left out of the short streams' figures (0 = none)")
+      ->capture_default_str();
+  app.add_option("--background-output-len", c.background_output_len, "tokens the background request generates")
+      ->capture_default_str();
   app.add_flag("--json", json, "print one JSON object instead of the table");
   try {
     app.parse(argc, argv);
@@ -45,7 +52,8 @@ int cmd_bench_serve(int argc, char** argv) {
   if (json) std::printf("%s\n", server::dump_json(server::serve_bench_json(c, *r)).c_str());
   else std::printf("%s", server::serve_bench_table(*r).c_str());
   for (const auto& e : r->errors) std::fprintf(stderr, "failed request: %s\n", e.c_str());
-  return r->failed == 0 ? 0 : 1;
+  const bool background_failed = r->has_background && !r->background.completed;
+  return r->failed == 0 && !background_failed ? 0 : 1;
 }
 
 }  // namespace lancet::cli

@@ -23,6 +23,9 @@ void add_runtime_flags(CLI::App& app, RuntimeConfig* c) {
   app.add_option("--max-num-seqs", c->max_num_seqs, "sequences per step")->capture_default_str();
   app.add_option("--max-num-batched-tokens", c->max_num_batched_tokens, "tokens per step (chunked prefill)")
       ->capture_default_str();
+  app.add_option("--long-prefill-token-threshold", c->long_prefill_token_threshold,
+                 "most tokens one prompt computes per step, leaving room for new requests (0 = the whole budget)")
+      ->capture_default_str();
   app.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", c->enable_prefix_caching,
                "reuse KV blocks of shared prompt prefixes (default on)");
   app.add_option("--chat-template", c->chat_template, "chat template file or text (default: the model's)");
@@ -30,6 +33,9 @@ void add_runtime_flags(CLI::App& app, RuntimeConfig* c) {
   app.add_option("--quantization", c->quantization,
                  "fp8: quantize the layers' linear weights to FP8 E4M3 (per-channel scales) at load");
   app.add_option("--threads", c->num_threads, "CPU threads (default: all cores)");
+  app.add_option("--tensor-parallel-size", c->tensor_parallel_size,
+                 "split the model over this many GPUs (NCCL; rank r on GPU r), or simulated CPU ranks")
+      ->capture_default_str();
   app.add_option("--speculative-config", c->speculative_config,
                  "speculative decoding, JSON as vLLM: {\"method\": \"draft\", \"model\": PATH, "
                  "\"num_speculative_tokens\": k} or {\"method\": \"ngram\", \"num_speculative_tokens\": k, "

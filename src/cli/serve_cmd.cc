@@ -68,9 +68,6 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--served-model-name", rc.served_model_name, "model name in the API (default: the file's)");
   app.add_option("--max-logprobs", rc.max_logprobs, "largest logprobs/top_logprobs a request may ask for")
       ->capture_default_str();
-  int tensor_parallel = 1;
-  app.add_option("--tensor-parallel-size", tensor_parallel, "GPUs to split the model over")
-      ->capture_default_str();
   app.add_option("--host", sc.host, "address to listen on")->capture_default_str();
   app.add_option("--port", sc.port, "port to listen on (0 = any free port)")->capture_default_str();
   app.add_option("--api-key", sc.api_key, "require 'Authorization: Bearer KEY' on /v1/* (also LANCET_API_KEY)");
@@ -108,11 +105,6 @@ int cmd_serve(int argc, char** argv) {
   }
   if (sc.api_key.empty()) {
     if (const char* env = std::getenv("LANCET_API_KEY")) sc.api_key = env;
-  }
-  if (tensor_parallel != 1) {
-    std::fprintf(stderr, "lancet serve: --tensor-parallel-size %d is not supported by this build (only 1)\n",
-                 tensor_parallel);
-    return 2;
   }
   sc.chat_page = !no_chat_page;
   sc.limits.max_logprobs = rc.max_logprobs;

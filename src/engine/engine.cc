@@ -9,6 +9,35 @@
 #include "core/logging.h"
 
 namespace lancet {
+namespace {
+
+// A row needs its logits on the host when the request asks for more than a draw from
+// temperature / top-k / top-p / min-p: logprobs, logit_bias, penalties, or eos masking while
+// min_tokens are not out yet (process_logits changes the logits for those).
+bool needs_host_logits(const Sequence& seq, const std::vector<int32_t>& eos_ids) {
+  const SamplingParams& p = seq.params;
+  if (p.logprobs >= 0 || !p.logit_bias.empty() || p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f ||
+      p.frequency_penalty != 0.0f)
+    return true;
+  return seq.num_output() < p.min_tokens && (!eos_ids.empty() || !p.stop_token_ids.empty());
+}
+
+// The device sampler's settings for a sequence's next token: sample_token's seed and counter
+// (the number of output tokens so far), so either path draws the same token.
+DeviceSampleRow device_sample_row(const Sequence& seq, int64_t row) {
+  const SamplingParams& p = seq.params;
+  DeviceSampleRow d;
+  d.row = static_cast<int32_t>(row);
+  d.temperature = p.greedy() ? 0.0f : p.temperature;
+  d.top_k = p.top_k;
+  d.top_p = p.top_p;
+  d.min_p = p.min_p;
+  d.seed = seq.seed;
+  d.counter = static_cast<uint64_t>(seq.num_output());
+  return d;
+}
+
+}  // namespace
 
 Engine::Engine(const EngineConfig& config, ModelExecutor* model, ModelExecutor* draft)
     : config_(config), model_(model) {
@@ -212,10 +241,14 @@ StatusOr<std::vector<TokenEvent>> Engine::step() {
 
   std::vector<SeqStepInput> batch;
   batch.reserve(out.scheduled.size());
-  // A sequence whose logits are read: its index in out.scheduled and its first logits row.
+  // A sequence whose logits are read: its index in out.scheduled, its first logits row, and
+  // where its token or logits come back: its entry of device_rows when it is sampled on the
+  // device, else its first row in the host logits (== row without device sampling).
   struct Sampled {
     size_t sched;
     int64_t row;
+    int64_t device = -1;
+    int64_t host_row = -1;
   };
   std::vector<Sampled> sampled;
   std::vector<std::vector<int32_t>> spec_inputs(out.scheduled.size());  // [last token, drafts...]
@@ -245,9 +278,36 @@ StatusOr<std::vector<TokenEvent>> Engine::step() {
       counters_.prompt_tokens_computed += std::min(s.num_new_tokens, seq->prompt_len - seq->num_computed);
     batch.push_back(in);
   }
+  // Plain rows are sampled where the logits are when the executor can (only their tokens
+  // come back); the others get host logits, packed in row order.
+  std::vector<DeviceSampleRow> device_rows;
+  if (model_->supports_device_sampling()) {
+    for (Sampled& sm : sampled) {
+      const ScheduledSeq& s = out.scheduled[sm.sched];
+      if (s.num_spec_tokens > 0 || needs_host_logits(*s.seq, config_.eos_token_ids)) continue;
+      sm.device = static_cast<int64_t>(device_rows.size());
+      device_rows.push_back(device_sample_row(*s.seq, sm.row));
+    }
+  }
+  int64_t host_rows = 0;
+  for (Sampled& sm : sampled) {
+    if (sm.device >= 0) continue;
+    sm.host_row = host_rows;
+    host_rows += batch[sm.sched].logits_rows();
+  }
   std::vector<float> logits;
+  std::vector<int32_t> device_tokens;
   const auto t0 = std::chrono::steady_clock::now();
-  Status st = model_->execute(batch, &logits);
+  Status st = device_rows.empty() ? model_->execute(batch, &logits)
+                                  : model_->execute_sampled(batch, device_rows, &device_tokens, &logits);
+  if (st.ok() && (static_cast<int64_t>(logits.size()) < host_rows * model_->vocab_size() ||
+                  device_tokens.size() != device_rows.size()))
+    st = Internal("the model returned " + std::to_string(logits.size()) + " logits and " +
+                  std::to_string(device_tokens.size()) + " tokens; the step needs " + std::to_string(host_rows) +
+                  " rows of logits and " + std::to_string(device_rows.size()) + " tokens");
+  for (int32_t t : device_tokens)
+    if (st.ok() && (t < 0 || t >= model_->vocab_size()))
+      st = Internal("device sampling returned token " + std::to_string(t) + ", outside the vocabulary");
   if (spec_)
     spec_->observe_target_step(out.num_batched_tokens,
                                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -272,7 +332,7 @@ StatusOr<std::vector<TokenEvent>> Engine::step() {
   for (size_t i = 0; i < sampled.size(); ++i) {
     ScheduledSeq& s = out.scheduled[sampled[i].sched];
     if (s.num_spec_tokens > 0) {
-      const float* base = logits.data() + sampled[i].row * vocab;
+      const float* base = logits.data() + sampled[i].host_row * vocab;
       const int32_t nd = static_cast<int32_t>(s.num_spec_tokens);
       VerifyResult v = spec_->verify(s.seq, nd, std::span<const float>(base, (nd + 1) * vocab), vocab,
                                      config_.eos_token_ids);
@@ -284,12 +344,18 @@ StatusOr<std::vector<TokenEvent>> Engine::step() {
   }
   auto sample_one = [&](size_t i) {
     const Sequence* seq = out.scheduled[sampled[i].sched].seq;
+    if (sampled[i].device >= 0) {
+      SampleResult r;
+      r.token = device_tokens[sampled[i].device];
+      results[i].push_back(std::move(r));
+      return;
+    }
     SampleContext ctx;
     ctx.prompt_tokens = std::span<const int32_t>(seq->tokens).first(seq->prompt_len);
     ctx.output_tokens = std::span<const int32_t>(seq->tokens).subspan(seq->prompt_len);
     ctx.eos_token_ids = config_.eos_token_ids;
     ctx.seed = seq->seed;
-    const float* base = logits.data() + sampled[i].row * vocab;
+    const float* base = logits.data() + sampled[i].host_row * vocab;
     results[i].push_back(sample_token(std::span<const float>(base, vocab), seq->params, ctx));
   };
   if (plain.size() >= 8) {

@@ -1,40 +1,28 @@
-// LlamaExecutor: engine batch -> StepMetadata -> forward.
+// LlamaExecutor: engine batch -> StepMetadata -> forward (or forward_sampled).
 #include "engine/llama_executor.h"
 
+#include "engine/step_inputs.h"
 #include "model/step_tables.h"
 
 namespace lancet {
 
-Status LlamaExecutor::execute(std::span<const SeqStepInput> batch, std::vector<float>* logits) {
+StatusOr<StepMetadata> LlamaExecutor::make_step(std::span<const SeqStepInput> batch) {
   std::vector<SequenceStep> seqs;
   std::vector<std::span<const int32_t>> tables;
-  seqs.reserve(batch.size());
-  tables.reserve(batch.size());
-  for (size_t i = 0; i < batch.size(); ++i) {
-    const SeqStepInput& in = batch[i];
-    SequenceStep s;
-    s.seq = static_cast<int64_t>(i);
-    s.tokens = in.tokens.data();
-    s.num_tokens = static_cast<int64_t>(in.tokens.size());
-    s.start_pos = in.start_pos;
-    const int32_t rows = in.logits_rows();
-    if (rows == 0) {
-      s.logits = LogitsMode::kNone;
-    } else if (rows == 1) {
-      s.logits = LogitsMode::kLast;
-    } else if (rows >= s.num_tokens) {
-      if (rows > s.num_tokens) return InvalidArgument("a sequence asks for more logits rows than it has new tokens");
-      s.logits = LogitsMode::kAll;
-    } else {
-      s.logits = LogitsMode::kSelected;
-      for (int64_t j = s.num_tokens - rows; j < s.num_tokens; ++j) s.logits_offsets.push_back(static_cast<int32_t>(j));
-    }
-    seqs.push_back(std::move(s));
-    tables.emplace_back(in.block_table.data(), in.block_table.size());
-  }
-  ASSIGN_OR_RETURN(StepMetadata step,
-                   build_step_with_tables(backend_, cache_.block_size(), cache_.config().num_blocks, seqs, tables));
+  RETURN_IF_ERROR(to_sequence_steps(batch, &seqs, &tables));
+  return build_step_with_tables(backend_, cache_.block_size(), cache_.config().num_blocks, seqs, tables);
+}
+
+Status LlamaExecutor::execute(std::span<const SeqStepInput> batch, std::vector<float>* logits) {
+  ASSIGN_OR_RETURN(StepMetadata step, make_step(batch));
   return model_.forward(step, cache_, logits);
+}
+
+Status LlamaExecutor::execute_sampled(std::span<const SeqStepInput> batch, std::span<const DeviceSampleRow> device,
+                                      std::vector<int32_t>* tokens, std::vector<float>* host_logits) {
+  ASSIGN_OR_RETURN(StepMetadata step, make_step(batch));
+  tokens->assign(device.size(), -1);
+  return model_.forward_sampled(step, cache_, device, tokens->data(), host_logits);
 }
 
 }  // namespace lancet

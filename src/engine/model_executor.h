@@ -2,13 +2,15 @@
 // some new tokens at given positions into its paged KV blocks, and return the logits of the
 // last new token (or of the last N new tokens: speculative verification) of the sequences that
 // asked for them. The Llama model implements it on any backend;
-// tests implement it with small fakes.
+// tests implement it with small fakes. Executors whose backend samples on the device also
+// return tokens instead of logits for the rows the engine marks (execute_sampled).
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "backend/backend.h"
 #include "core/status.h"
 #include "kv/block_pool.h"
 
@@ -38,6 +40,21 @@ class ModelExecutor {
   // logits: [sum of the inputs' logits_rows(), vocab], in input order (a sequence's rows in
   // position order).
   virtual Status execute(std::span<const SeqStepInput> batch, std::vector<float>* logits) = 0;
+
+  // Device sampling: the step runs as in execute(), then each logits row named in `device`
+  // (DeviceSampleRow::row, numbered as execute() numbers its rows; each row at most once) is
+  // sampled where it is, so only its token comes back: tokens gets device.size() entries,
+  // tokens[i] for device[i]. host_logits gets only the other rows, [rows not in device,
+  // vocab], in row order.
+  virtual bool supports_device_sampling() const { return false; }
+  virtual Status execute_sampled(std::span<const SeqStepInput> batch, std::span<const DeviceSampleRow> device,
+                                 std::vector<int32_t>* tokens, std::vector<float>* host_logits) {
+    (void)batch;
+    (void)device;
+    (void)tokens;
+    (void)host_logits;
+    return Unimplemented("this model executor has no device sampling");
+  }
 };
 
 }  // namespace lancet

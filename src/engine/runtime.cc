@@ -9,11 +9,13 @@
 #include "core/thread_pool.h"
 #include "engine/draft_model.h"
 #include "engine/llama_executor.h"
+#include "engine/tp_executor.h"
 #include "io/dummy_source.h"
 #include "io/text_file.h"
 #include "model/kv_cache.h"
 #include "model/kv_calibration.h"
 #include "model/llama_model.h"
+#include "model/tp_forward.h"
 #include "tokenizer/model_tokenizer.h"
 
 namespace fs = std::filesystem;
@@ -24,7 +26,8 @@ struct Runtime::Impl {
   std::unique_ptr<Backend> backend;
   std::unique_ptr<LlamaModel> model;
   std::unique_ptr<PagedKvCache> cache;
-  std::unique_ptr<LlamaExecutor> executor;
+  std::unique_ptr<TpGroup> tp;  // tensor parallelism: the ranks, their shards and caches
+  std::unique_ptr<ModelExecutor> executor;
   std::unique_ptr<DraftModel> draft;  // speculative decoding, method draft
   std::string bos_text, eos_text;
 };
@@ -60,6 +63,7 @@ Status RuntimeConfig::validate() const {
     return InvalidArgument("--gpu-memory-utilization must be in (0, 1]");
   if (max_num_seqs < 1) return InvalidArgument("--max-num-seqs must be at least 1");
   if (max_num_batched_tokens < 1) return InvalidArgument("--max-num-batched-tokens must be at least 1");
+  if (long_prefill_token_threshold < 0) return InvalidArgument("--long-prefill-token-threshold must be positive");
   if (kv_cache_dtype != "auto" && kv_cache_dtype != "float32" && kv_cache_dtype != "bfloat16" &&
       kv_cache_dtype != "bf16" && kv_cache_dtype != "fp8" && kv_cache_dtype != "fp8_e4m3")
     return InvalidArgument("--kv-cache-dtype must be auto, float32, bfloat16 or fp8 (fp8_e4m3), got '" +
@@ -75,6 +79,17 @@ Status RuntimeConfig::validate() const {
   if (spec.force_acceptance_rate >= 0.0 && !allow_forced_acceptance)
     return InvalidArgument(
         "speculative config: force_acceptance_rate changes the output and is for `lancet bench` only");
+  if (tensor_parallel_size < 1 || tensor_parallel_size > 64)
+    return InvalidArgument("--tensor-parallel-size must be in [1, 64]");
+  if (tensor_parallel_size > 1) {
+    if (spec.method != SpecMethod::kNone)
+      return InvalidArgument("--tensor-parallel-size > 1 with --speculative-config is not supported yet");
+    if (quantization == "fp8")
+      return InvalidArgument("--tensor-parallel-size > 1 with --quantization fp8 is not supported yet "
+                             "(the shards are BF16/F16/F32)");
+    if (kv_cache_dtype == "fp8" || kv_cache_dtype == "fp8_e4m3")
+      return InvalidArgument("--tensor-parallel-size > 1 with --kv-cache-dtype fp8 is not supported yet");
+  }
   return OkStatus();
 }
 
@@ -93,7 +108,11 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::create(const RuntimeConfig& config) 
   if (config.num_threads > 0) set_default_threads(config.num_threads);
 
   if (config.load_format == "dummy") {
-    ASSIGN_OR_RETURN(rt->source_, open_dummy_source(config.model));
+    // With --quantization fp8 the dummy weights are made in FP8 directly (as an FP8 checkpoint
+    // would hold them), so a 70B shape fits in host memory on its way to the GPU.
+    DummySourceOptions dopts;
+    dopts.fp8_linear = config.quantization == "fp8" && config.tensor_parallel_size == 1;
+    ASSIGN_OR_RETURN(rt->source_, open_dummy_source(config.model, dopts));
   } else {
     ASSIGN_OR_RETURN(rt->source_, open_model_source(config.model));
   }
@@ -142,38 +161,63 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::create(const RuntimeConfig& config) 
     if (im.eos_text.empty() && ids.eos >= 0) im.eos_text = std::string(rt->tokenizer_->token_bytes(ids.eos));
   }
 
-  // Backend, model and KV cache.
-  ASSIGN_OR_RETURN(im.backend, make_backend(config.backend));
-  im.backend->set_activation_precision(config.activation_precision == "exact" ? ActivationPrecision::kExact
-                                                                              : ActivationPrecision::kFast);
-  LlamaModelOptions mopts;
-  mopts.max_model_len = max_len;
-  mopts.decode_graphs = !config.enforce_eager;
-  // Online FP8: the layers' linear weights are quantized per output channel while loading.
-  mopts.weights.quantize_fp8 = config.quantization == "fp8";
-  ASSIGN_OR_RETURN(im.model, LlamaModel::create(*rt->source_, *im.backend, mopts));
+  // Backend, model and KV cache: one backend, or a tensor-parallel group of them.
   const DType kv_dtype = (config.kv_cache_dtype == "bfloat16" || config.kv_cache_dtype == "bf16") ? DType::kBF16
                          : (config.kv_cache_dtype == "fp8" || config.kv_cache_dtype == "fp8_e4m3") ? DType::kF8E4M3
                                                                                                   : DType::kF32;
+  const ActivationPrecision precision =
+      config.activation_precision == "exact" ? ActivationPrecision::kExact : ActivationPrecision::kFast;
+  const int tp = config.tensor_parallel_size;
+  Backend* be0 = nullptr;  // the backend whose device memory sizes the KV cache
+  if (tp > 1) {
+    TpGroupOptions go;
+    go.size = tp;
+    go.backend = config.backend;
+    go.isa = "auto";
+    go.num_threads = config.num_threads;
+    go.precision = precision;
+    go.max_model_len = max_len;
+    go.kv_num_blocks = 0;  // sized below, after the weights
+    auto group = TpGroup::create(*rt->source_, go);
+    if (!group.ok()) return group.status().with_context("--tensor-parallel-size " + std::to_string(tp));
+    im.tp = std::move(group).value();
+    be0 = &im.tp->backend(0);
+    RETURN_IF_ERROR(be0->make_current());
+  } else {
+    ASSIGN_OR_RETURN(im.backend, make_backend(config.backend));
+    im.backend->set_activation_precision(precision);
+    LlamaModelOptions mopts;
+    mopts.max_model_len = max_len;
+    mopts.decode_graphs = !config.enforce_eager;
+    // Online FP8: the layers' linear weights are quantized per output channel while loading.
+    mopts.weights.quantize_fp8 = config.quantization == "fp8";
+    ASSIGN_OR_RETURN(im.model, LlamaModel::create(*rt->source_, *im.backend, mopts));
+    be0 = im.backend.get();
+  }
   const int64_t elem = kv_cache_element_bytes(kv_dtype);  // fp8: 1 byte, so more blocks per byte budget
-  const int64_t block_bytes = 2 * mc.num_layers * config.block_size * mc.num_kv_heads * mc.head_dim * elem;
+  // One block on one rank (all of them without tensor parallelism), K and V of every layer.
+  const int64_t block_bytes = im.tp ? im.tp->kv_block_bytes(config.block_size, kv_dtype)
+                                    : 2 * mc.num_layers * config.block_size * mc.num_kv_heads * mc.head_dim * elem;
   const int64_t blocks_per_seq = (max_len + config.block_size - 1) / config.block_size;
   int64_t budget = config.kv_cache_memory;
   size_t dev_free = 0, dev_total = 0;
-  if (budget == 0 && im.backend->memory_info(&dev_free, &dev_total)) {
+  if (budget == 0 && be0->memory_info(&dev_free, &dev_total)) {
     // GPU: the KV cache takes what --gpu-memory-utilization leaves of the device after the
-    // weights (already loaded) and a reserve for activations at the largest step.
+    // weights (already loaded) and a reserve for activations at the largest step. With tensor
+    // parallelism every GPU holds the same share, so rank 0's device sizes all of them.
     const int64_t used = static_cast<int64_t>(dev_total - dev_free);
     const int64_t tokens = std::max(config.max_num_batched_tokens, config.max_num_seqs);
     const int64_t activations =
-        tokens * (8 * mc.hidden_size + 4 * mc.intermediate_size + 4 * mc.num_heads * mc.head_dim) * 4 +
-        config.max_num_seqs * mc.vocab_size * 4 * 2 + (int64_t{1} << 30);
+        tokens * (8 * mc.hidden_size + (4 * mc.intermediate_size + 4 * mc.num_heads * mc.head_dim) / tp) * 4 +
+        config.max_num_seqs * mc.vocab_size * 4 * 2 / tp + (int64_t{1} << 30);
     budget = static_cast<int64_t>(config.gpu_memory_utilization * static_cast<double>(dev_total)) - used - activations;
     if (budget < blocks_per_seq * block_bytes)
       return ResourceExhausted("GPU memory: " + std::to_string(used >> 20) + " MiB in use of " +
                                std::to_string(dev_total >> 20) + " MiB leaves no room for one sequence of " +
                                std::to_string(max_len) + " tokens at --gpu-memory-utilization " +
                                std::to_string(config.gpu_memory_utilization) + "; lower --max-model-len");
+  } else if (budget > 0 && im.tp) {
+    budget /= tp;  // --kv-cache-memory is the whole group's
   }
   if (budget == 0) {
     // CPU default: room for every sequence slot at full length, capped at 2 GiB, but never
@@ -186,29 +230,37 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::create(const RuntimeConfig& config) 
     return InvalidArgument("the KV cache (" + std::to_string(budget >> 20) + " MiB) cannot hold one sequence of " +
                            std::to_string(max_len) + " tokens (" + std::to_string((blocks_per_seq * block_bytes) >> 20) +
                            " MiB); raise --kv-cache-memory or lower --max-model-len");
-  ASSIGN_OR_RETURN(im.cache, PagedKvCache::create(*im.backend, im.model->kv_cache_config(num_blocks, config.block_size, kv_dtype)));
-  if (kv_dtype == DType::kF8E4M3) {
-    ASSIGN_OR_RETURN(KvScales scales, rt->setup_fp8_kv_scales(*rt->source_, *im.model, *im.cache));
-    publish_kv_cache_scales(scales);
+  if (im.tp) {
+    RETURN_IF_ERROR(im.tp->allocate_kv_cache(num_blocks, config.block_size, kv_dtype));
+    publish_kv_cache_scales({});
+    im.executor = std::make_unique<TpExecutor>(*im.tp);
   } else {
-    publish_kv_cache_scales({});  // no FP8 scales to export
+    ASSIGN_OR_RETURN(im.cache, PagedKvCache::create(*im.backend, im.model->kv_cache_config(num_blocks, config.block_size, kv_dtype)));
+    if (kv_dtype == DType::kF8E4M3) {
+      ASSIGN_OR_RETURN(KvScales scales, rt->setup_fp8_kv_scales(*rt->source_, *im.model, *im.cache));
+      publish_kv_cache_scales(scales);
+    } else {
+      publish_kv_cache_scales({});  // no FP8 scales to export
+    }
+    im.executor = std::make_unique<LlamaExecutor>(*im.backend, *im.model, *im.cache);
   }
-  im.executor = std::make_unique<LlamaExecutor>(*im.backend, *im.model, *im.cache);
   rt->memory_.kv_num_blocks = num_blocks;
   rt->memory_.kv_block_size = config.block_size;
-  rt->memory_.kv_block_bytes = block_bytes;
-  rt->memory_.kv_bytes_per_token = block_bytes / config.block_size;
+  rt->memory_.kv_block_bytes = block_bytes * tp;  // every rank's share of the block
+  rt->memory_.kv_bytes_per_token = block_bytes * tp / config.block_size;
   rt->memory_.kv_dtype = dtype_name(kv_dtype);
   rt->memory_.weight_bytes = loaded_weight_bytes(*rt->source_, config.quantization == "fp8");
   LOG_INFO("model " << rt->model_name_ << ": " << mc.num_layers << " layers, hidden " << mc.hidden_size
                     << ", max_model_len " << max_len << ", KV cache " << num_blocks << " blocks of "
                     << config.block_size << " tokens, " << dtype_name(kv_dtype) << " ("
-                    << ((num_blocks * block_bytes) >> 20) << " MiB)");
+                    << ((num_blocks * block_bytes) >> 20) << " MiB" << (tp > 1 ? " per rank" : "") << ")"
+                    << (tp > 1 ? ", tensor parallel over " + std::to_string(tp) + " " + config.backend + " ranks" : ""));
 
   EngineConfig ec;
   ec.scheduler.max_num_batched_tokens = config.max_num_batched_tokens;
   ec.scheduler.max_num_seqs = config.max_num_seqs;
   ec.scheduler.max_model_len = max_len;
+  ec.scheduler.long_prefill_token_threshold = config.long_prefill_token_threshold;
   ec.enable_prefix_caching = config.enable_prefix_caching;
   for (int64_t e : mc.eos_token_ids) ec.eos_token_ids.push_back(static_cast<int32_t>(e));
   if (rt->tokenizer_) {

@@ -33,6 +33,7 @@ struct RuntimeConfig {
   double gpu_memory_utilization = 0.9;
   int64_t max_num_seqs = 64;
   int64_t max_num_batched_tokens = 2048;
+  int64_t long_prefill_token_threshold = 0;  // most prompt tokens one sequence computes per step; 0 = budget
   bool enable_prefix_caching = true;
   std::string chat_template;         // a file path or the template text; "" = the model's
   std::string kv_cache_dtype = "auto";
@@ -50,6 +51,9 @@ struct RuntimeConfig {
   // Speculative decoding, vLLM's --speculative-config JSON (engine/speculative_config.h);
   // "" = off.
   std::string speculative_config;
+  // GPUs (or, with the cpu backend, simulated ranks) the model is split over: Megatron-style
+  // tensor parallelism, one thread driving every rank (model/tp_forward.h). 1 = no split.
+  int tensor_parallel_size = 1;
 
   Status validate() const;
 };

@@ -2,6 +2,8 @@
 // prefix until that prefix holds the requested probability mass.
 #include "engine/sampler.h"
 
+#include "backend/counter_uniform.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -12,12 +14,6 @@ namespace lancet {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 void apply_penalties(std::vector<float>& x, const SamplingParams& p, const SampleContext& ctx) {
   const int64_t vocab = static_cast<int64_t>(x.size());
@@ -61,10 +57,7 @@ double log_normalizer(const std::vector<float>& x) {
 
 }  // namespace
 
-double counter_uniform(uint64_t seed, uint64_t counter) {
-  const uint64_t r = mix64(mix64(seed + 0x9e3779b97f4a7c15ull) ^ (counter * 0xd1b54a32d192ed03ull));
-  return static_cast<double>(r >> 11) * (1.0 / 9007199254740992.0);  // 53 bits
-}
+double counter_uniform(uint64_t seed, uint64_t counter) { return counter_uniform_value(seed, counter); }
 
 int32_t argmax(std::span<const float> logits) {
   int32_t best = 0;
@@ -117,9 +110,15 @@ Candidates sampling_candidates(std::span<const float> x, const SamplingParams& p
   probs.resize(n);
   for (int64_t i = 0; i < n; ++i) probs[i] = std::exp(static_cast<double>(x[idx[i]] - maxv) * inv_t) / total;
   // top-k: renormalise over the kept k (vLLM applies top-k, then top-p on the renormalised
-  // distribution).
+  // distribution). When the growth above stopped before k candidates (the first n already
+  // hold top_p of the whole mass), the renormaliser is still the mass of all k: the ranks
+  // [n, k) are picked (unordered) from the rest and added.
   double kept = 0;
   for (int64_t i = 0; i < n; ++i) kept += probs[i];
+  if (n < k) {
+    std::nth_element(idx.begin() + n, idx.begin() + (k - 1), idx.end(), by_logit);
+    for (int64_t i = n; i < k; ++i) kept += std::exp(static_cast<double>(x[idx[i]] - maxv) * inv_t) / total;
+  }
   int64_t m = n;
   if (p.top_p < 1.0f) {
     double cum = 0;
@@ -191,26 +190,22 @@ SampleResult sample_result_for(std::span<const float> x, int32_t token, const Sa
   return out;
 }
 
+int32_t draw_token(std::span<const float> x, const SamplingParams& p, uint64_t seed, uint64_t counter) {
+  if (p.greedy()) return argmax(x);
+  const Candidates c = sampling_candidates(x, p);
+  const double u = counter_uniform(seed, counter) * c.z;
+  double cum = 0;
+  for (int64_t i = 0; i < c.m; ++i) {
+    cum += c.probs[i];
+    if (u < cum) return c.idx[i];
+  }
+  return c.idx[c.m - 1];
+}
+
 SampleResult sample_token(std::span<const float> logits, const SamplingParams& p,
                           const SampleContext& ctx) {
   const std::vector<float> x = process_logits(logits, p, ctx);
-  int32_t token = 0;
-  if (p.greedy()) {
-    token = argmax(x);
-  } else {
-    const Candidates c = sampling_candidates(x, p);
-    const double u = counter_uniform(ctx.seed, ctx.output_tokens.size()) * c.z;
-    double cum = 0;
-    token = c.idx[c.m - 1];
-    for (int64_t i = 0; i < c.m; ++i) {
-      cum += c.probs[i];
-      if (u < cum) {
-        token = c.idx[i];
-        break;
-      }
-    }
-  }
-  return sample_result_for(x, token, p);
+  return sample_result_for(x, draw_token(x, p, ctx.seed, ctx.output_tokens.size()), p);
 }
 
 }  // namespace lancet

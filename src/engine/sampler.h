@@ -1,5 +1,8 @@
-// Token sampling from one sequence's last-position logits (CPU reference; the CUDA backend
-// samples on the device with the same semantics).
+// Token sampling from one sequence's last-position logits on the host, and the reference of
+// device sampling: backends that have it (CUDA: backend/cuda/sampling.cu) draw a request's
+// token from the same distribution with the same uniform when the request needs nothing but
+// temperature, top-k, top-p and min-p; the engine (engine.cc) sends every other row (logprobs,
+// logit_bias, penalties, min_tokens masking, speculative verification) through this file.
 //
 // Order, as vLLM applies it: logit_bias, min_tokens (eos masked), repetition penalty (prompt +
 // output), presence/frequency penalties (output only); logprobs are reported from these
@@ -35,7 +38,8 @@ struct SampleContext {
   uint64_t seed = 0;                       // the request's seed (or one drawn at arrival)
 };
 
-// Uniform in [0, 1) from (seed, counter): splitmix64-style mixing, no state.
+// Uniform in [0, 1) from (seed, counter): splitmix64-style mixing, no state
+// (backend/counter_uniform.h, shared with the device sampler).
 double counter_uniform(uint64_t seed, uint64_t counter);
 
 // logits: [vocab] (copied; the caller's buffer is not changed).
@@ -56,6 +60,9 @@ struct TokenDistribution {
   double prob_of(int32_t token) const;  // 0 for a token outside the candidates
 };
 TokenDistribution sampling_distribution(std::span<const float> processed, const SamplingParams& params);
+// The token sample_token draws from processed logits for output position `counter` of a
+// request with `seed` (greedy: the argmax). Device sampling's reference.
+int32_t draw_token(std::span<const float> processed, const SamplingParams& params, uint64_t seed, uint64_t counter);
 // A SampleResult for `token` with its logprob fields filled from the processed logits.
 SampleResult sample_result_for(std::span<const float> processed, int32_t token, const SamplingParams& params);
 

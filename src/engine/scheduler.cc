@@ -58,14 +58,22 @@ SchedulerOutput Scheduler::schedule() {
   SchedulerOutput out;
   int64_t budget = config_.max_num_batched_tokens;
 
-  // 1. Running sequences, oldest first; the victim of a preemption is the running sequence the
-  //    policy would schedule last that is not already part of this step.
-  const std::vector<Sequence*> snapshot = running_;
+  // 1. Running sequences, decodes before prompt chunks, each group oldest first; the victim of
+  //    a preemption is the running sequence the policy would schedule last that is not already
+  //    part of this step.
+  std::vector<Sequence*> snapshot;
+  snapshot.reserve(running_.size());
+  for (Sequence* seq : running_)
+    if (seq->num_tokens() - seq->num_computed <= 1) snapshot.push_back(seq);
+  for (Sequence* seq : running_)
+    if (seq->num_tokens() - seq->num_computed > 1) snapshot.push_back(seq);
   for (Sequence* seq : snapshot) {
     if (budget <= 0) break;
     if (seq->status != SeqStatus::kRunning) continue;  // preempted earlier in this loop
     const int64_t want = seq->num_tokens() - seq->num_computed;
-    const int64_t n = std::min(want, budget);
+    int64_t n = std::min(want, budget);
+    if (config_.long_prefill_token_threshold > 0 && want > 1)
+      n = std::min(n, config_.long_prefill_token_threshold);
     if (n <= 0) continue;  // nothing to compute
     // Drafts ride along with a decode when budget and free blocks allow; never preempt for them.
     if (want == 1 && !seq->spec_tokens.empty() && budget > 1) {
@@ -109,7 +117,9 @@ SchedulerOutput Scheduler::schedule() {
         seq->num_cached_prompt = kv_->match_prefix(seq->id, seq->tokens);
         seq->num_computed = seq->num_cached_prompt;
       }
-      const int64_t n = std::min(seq->num_tokens() - seq->num_computed, budget);
+      int64_t n = std::min(seq->num_tokens() - seq->num_computed, budget);
+      if (config_.long_prefill_token_threshold > 0 && n > 1)
+        n = std::min(n, config_.long_prefill_token_threshold);
       if (!kv_->allocate(seq->id, seq->num_computed + n)) {
         kv_->free(seq->id);  // give the prefix hits back; retry next step
         seq->num_computed = 0;

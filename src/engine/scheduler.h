@@ -1,7 +1,10 @@
 // The scheduler decides each step which sequences run and how many tokens each computes,
 // within a token budget (max_num_batched_tokens) and a sequence cap (max_num_seqs):
-//   1. running sequences first, in order (decodes take 1 token plus their speculative drafts,
-//      unfinished prompts a chunk; drafts are dropped before anything is preempted for them);
+//   1. running sequences first: decodes (1 token plus their speculative drafts) before
+//      unfinished prompts (a chunk each), each group in order, so a long prompt being prefilled
+//      never holds back the next token of the other streams; drafts are dropped before
+//      anything is preempted for them; a prompt's chunk is capped at
+//      long_prefill_token_threshold when that is set, leaving budget for new arrivals;
 //      when blocks run out, the policy's victim (the newest, lowest-priority running sequence)
 //      is preempted: its blocks are freed and it goes back to the waiting queue to be
 //      recomputed later (with prefix caching, its full blocks are usually still cached);
@@ -24,6 +27,8 @@ struct SchedulerConfig {
   int64_t max_num_batched_tokens = 2048;
   int64_t max_num_seqs = 64;
   int64_t max_model_len = 8192;
+  // Most tokens one running prompt computes per step (0 = no cap beyond the budget).
+  int64_t long_prefill_token_threshold = 0;
 };
 
 // Ordering policy over sequences: which waiting sequence goes first and which running one is

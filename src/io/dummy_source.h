@@ -11,8 +11,21 @@
 
 namespace lancet {
 
+struct DummySourceOptions {
+  uint64_t seed = 0;
+  // The decoder layers' linear weights as an FP8 checkpoint would hold them (compressed-tensors
+  // layout: E4M3 codes with per-output-channel f32 weight_scale), made directly in FP8: a
+  // 70B-shape model then needs ~70 GB of host memory instead of the 141 GB of its BF16 form.
+  // Embedding, lm_head and norms stay BF16, as in real FP8 checkpoints.
+  bool fp8_linear = false;
+};
+
 // `config_path`: an HF config.json or a directory holding one (its weights are ignored).
 StatusOr<std::unique_ptr<ModelSource>> open_dummy_source(const std::string& config_path,
-                                                        uint64_t seed = 0);
+                                                        const DummySourceOptions& opts);
+inline StatusOr<std::unique_ptr<ModelSource>> open_dummy_source(const std::string& config_path,
+                                                               uint64_t seed = 0) {
+  return open_dummy_source(config_path, DummySourceOptions{seed, false});
+}
 
 }  // namespace lancet

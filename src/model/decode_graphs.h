@@ -36,7 +36,9 @@ class DecodeGraphs {
   static int64_t batch_bucket(int64_t n);
   static int64_t width_bucket(int64_t max_blocks);
 
-  // Runs the step (capturing its graph first if needed); logits as LlamaModel::forward.
+  // Runs the step (capturing its graph first if needed); logits as LlamaModel::forward. With
+  // logits null the step is only enqueued: its logits rows [0, num_seqs) stay in
+  // model.logits_device() (device sampling reads them there).
   Status run(LlamaModel& model, const StepMetadata& st, PagedKvCache& cache, std::vector<float>* logits);
   // Drops every graph (the model's buffers moved).
   void invalidate() { graphs_.clear(); }

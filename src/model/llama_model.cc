@@ -3,6 +3,7 @@
 
 #include "model/decode_graphs.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -87,10 +88,8 @@ Status LlamaModel::ensure_workspace(int64_t T, int64_t R) {
   return OkStatus();
 }
 
-Status LlamaModel::forward(const StepMetadata& st, PagedKvCache& cache, std::vector<float>* logits) {
+Status LlamaModel::enqueue_step(const StepMetadata& st, PagedKvCache& cache) {
   const int64_t T = st.num_tokens, R = st.num_logits_rows;
-  logits->clear();
-  if (T == 0) return OkStatus();
   if (cache.config().num_layers != cfg_.num_layers || cache.config().num_kv_heads != cfg_.num_kv_heads ||
       cache.config().head_dim != cfg_.head_dim)
     return InvalidArgument("forward: kv cache geometry does not match the model");
@@ -100,7 +99,7 @@ Status LlamaModel::forward(const StepMetadata& st, PagedKvCache& cache, std::vec
                         std::to_string(max_model_len_));
   if (!cache.has_scales())
     return FailedPrecondition("forward: the fp8 kv cache has no K/V scales (set them from the checkpoint or a calibration)");
-  if (graphs_ && !kv_observer_ && DecodeGraphs::eligible(st)) return graphs_->run(*this, st, cache, logits);
+  if (graphs_ && !kv_observer_ && DecodeGraphs::eligible(st)) return graphs_->run(*this, st, cache, nullptr);
   RETURN_IF_ERROR(ensure_workspace(T, R));
   StepView v;
   v.num_tokens = T;
@@ -114,10 +113,53 @@ Status LlamaModel::forward(const StepMetadata& st, PagedKvCache& cache, std::vec
   v.slot_mapping = st.d_slot_mapping.as<int64_t>();
   v.block_tables = st.d_block_tables.as<int32_t>();
   v.logits_rows = st.d_logits_rows.as<int32_t>();
-  RETURN_IF_ERROR(enqueue(v, cache));
+  return enqueue(v, cache);
+}
+
+Status LlamaModel::forward(const StepMetadata& st, PagedKvCache& cache, std::vector<float>* logits) {
+  const int64_t T = st.num_tokens, R = st.num_logits_rows;
+  logits->clear();
+  if (T == 0) return OkStatus();
+  RETURN_IF_ERROR(enqueue_step(st, cache));
   if (R == 0) return be_.synchronize();
   logits->resize(R * cfg_.vocab_size);
   RETURN_IF_ERROR(be_.copy_to_host(logits->data(), logits_.as<float>(), logits->size() * sizeof(float)));
+  return be_.synchronize();
+}
+
+Status LlamaModel::forward_sampled(const StepMetadata& st, PagedKvCache& cache,
+                                   std::span<const DeviceSampleRow> device, int32_t* tokens,
+                                   std::vector<float>* host_logits) {
+  const int64_t T = st.num_tokens, R = st.num_logits_rows, V = cfg_.vocab_size;
+  host_logits->clear();
+  std::vector<uint8_t> on_device(static_cast<size_t>(std::max<int64_t>(R, 0)), 0);
+  for (const DeviceSampleRow& d : device) {
+    if (d.row < 0 || d.row >= R || on_device[d.row])
+      return InvalidArgument("forward_sampled: device row " + std::to_string(d.row) +
+                             " is outside the step's logits rows or named twice");
+    on_device[d.row] = 1;
+  }
+  if (!device.empty() && !be_.supports_device_sampling())
+    return FailedPrecondition(std::string("forward_sampled: the ") + be_.name() + " backend has no device sampling");
+  if (T == 0) return OkStatus();
+  RETURN_IF_ERROR(enqueue_step(st, cache));
+  const float* d_logits = logits_.as<float>();
+  if (!device.empty()) RETURN_IF_ERROR(be_.sample_rows(d_logits, R, V, device, tokens));
+  // The other rows, one copy per run of consecutive rows.
+  host_logits->resize(static_cast<size_t>((R - static_cast<int64_t>(device.size())) * V));
+  int64_t out = 0;
+  for (int64_t r = 0; r < R;) {
+    if (on_device[r]) {
+      ++r;
+      continue;
+    }
+    int64_t e = r;
+    while (e < R && !on_device[e]) ++e;
+    RETURN_IF_ERROR(be_.copy_to_host(host_logits->data() + out * V, d_logits + r * V,
+                                     static_cast<size_t>((e - r) * V) * sizeof(float)));
+    out += e - r;
+    r = e;
+  }
   return be_.synchronize();
 }
 

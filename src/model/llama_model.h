@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "backend/backend.h"
@@ -61,6 +62,13 @@ class LlamaModel {
 
   // Runs one step; logits (host) get [step.num_logits_rows, vocab], rows in step order.
   Status forward(const StepMetadata& step, PagedKvCache& cache, std::vector<float>* logits);
+  // Runs one step like forward(), then samples the rows named in `device` where they are
+  // (Backend::sample_rows; DeviceSampleRow::row numbers the step's logits rows, each at most
+  // once): tokens[i] is device[i]'s token. host_logits gets only the other rows,
+  // [num_logits_rows - device.size(), vocab], in row order. A non-empty `device` needs a
+  // backend with device sampling.
+  Status forward_sampled(const StepMetadata& step, PagedKvCache& cache, std::span<const DeviceSampleRow> device,
+                         int32_t* tokens /*[device.size()]*/, std::vector<float>* host_logits);
 
   // The step's work enqueued on the backend (nothing waited for, nothing copied to the host):
   // the logits of its rows land in logits_device(). Callers size the workspace first.
@@ -78,6 +86,9 @@ class LlamaModel {
 
  private:
   explicit LlamaModel(Backend& be);
+  // Checks the step and enqueues it (replaying a decode graph where one fits); its logits
+  // rows [0, num_logits_rows) are in logits_device() once the queued work is done.
+  Status enqueue_step(const StepMetadata& step, PagedKvCache& cache);
 
   Backend& be_;
   ModelConfig cfg_;

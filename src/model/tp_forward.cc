@@ -1,4 +1,4 @@
-// TpSimulatedGroup: per-rank weight shards, caches and workspaces, and the forward pass of
+// TpGroup: per-rank backends, weight shards, caches and workspaces, and the forward pass of
 // LlamaModel::enqueue split over ranks with all-reduces between the parallel regions.
 #include "model/tp_forward.h"
 
@@ -7,36 +7,11 @@
 #include <cstring>
 
 #include "model/rope.h"
+#include "model/step_tables.h"
 
 namespace lancet {
 
-Status InProcessCommunicator::all_reduce_sum(std::span<float* const> per_rank, int64_t n) {
-  if (static_cast<int>(per_rank.size()) != size_)
-    return InvalidArgument("all_reduce_sum: " + std::to_string(per_rank.size()) + " buffers for " +
-                           std::to_string(size_) + " ranks");
-  if (n <= 0 || size_ == 1) return OkStatus();
-  acc_.assign(per_rank[0], per_rank[0] + n);
-  for (int r = 1; r < size_; ++r) {
-    const float* p = per_rank[r];
-    for (int64_t i = 0; i < n; ++i) acc_[i] += p[i];
-  }
-  for (int r = 0; r < size_; ++r) std::memcpy(per_rank[r], acc_.data(), n * sizeof(float));
-  return OkStatus();
-}
-
-Status InProcessCommunicator::all_gather_cols(std::span<const float* const> per_rank, int64_t rows, int64_t cols,
-                                              float* out) {
-  if (static_cast<int>(per_rank.size()) != size_)
-    return InvalidArgument("all_gather_cols: " + std::to_string(per_rank.size()) + " buffers for " +
-                           std::to_string(size_) + " ranks");
-  const int64_t full = cols * size_;
-  for (int r = 0; r < size_; ++r)
-    for (int64_t i = 0; i < rows; ++i)
-      std::memcpy(out + i * full + r * cols, per_rank[r] + i * cols, cols * sizeof(float));
-  return OkStatus();
-}
-
-struct TpSimulatedGroup::Rank {
+struct TpGroup::Rank {
   std::unique_ptr<Backend> be;
   TpRankLayout layout;
   std::vector<std::shared_ptr<TpOwnedTensor>> owned;  // host shards the CPU weights view
@@ -52,12 +27,14 @@ struct TpSimulatedGroup::Rank {
 
   StatusOr<WeightMatrix> upload(TpOwnedTensor t, const std::string& name) {
     auto p = std::make_shared<TpOwnedTensor>(std::move(t));
-    owned.push_back(p);
     const TensorView view = p->view();
     WeightSpec spec;
     spec.name = name;
     spec.tensor = &view;
-    return be->upload_weight(spec);
+    ASSIGN_OR_RETURN(WeightMatrix w, be->upload_weight(spec));
+    // The CPU backend wraps the host bytes; a GPU has its own copy once upload_weight returns.
+    if (std::string(be->name()) == "cpu") owned.push_back(std::move(p));
+    return w;
   }
   StatusOr<WeightMatrix> shard(const ModelSource& src, const std::string& name) {
     ASSIGN_OR_RETURN(TpOwnedTensor t, tp_shard_tensor(src, name, layout));
@@ -73,23 +50,20 @@ struct TpSimulatedGroup::Rank {
   }
 };
 
-TpSimulatedGroup::~TpSimulatedGroup() = default;
+TpGroup::~TpGroup() = default;
 
-const TpRankLayout& TpSimulatedGroup::layout(int rank) const { return ranks_.at(rank)->layout; }
-const PagedKvCache& TpSimulatedGroup::cache(int rank) const { return *ranks_.at(rank)->cache; }
+const TpRankLayout& TpGroup::layout(int rank) const { return ranks_.at(rank)->layout; }
+Backend& TpGroup::backend(int rank) { return *ranks_.at(rank)->be; }
+const PagedKvCache& TpGroup::cache(int rank) const { return *ranks_.at(rank)->cache; }
 
-StatusOr<std::unique_ptr<TpSimulatedGroup>> TpSimulatedGroup::create(const ModelSource& src,
+StatusOr<std::unique_ptr<TpGroup>> TpGroup::create(const ModelSource& src,
                                                                      const TpGroupOptions& opts,
                                                                      std::unique_ptr<TpCommunicator> comm) {
   const ModelConfig& c = src.config();
   RETURN_IF_ERROR(validate_tp_config(c, opts.size));
   if (c.attention_bias || c.mlp_bias) return Unimplemented(src.path() + ": attention/mlp biases are not supported");
-  std::unique_ptr<TpSimulatedGroup> g(new TpSimulatedGroup());
+  std::unique_ptr<TpGroup> g(new TpGroup());
   g->cfg_ = c;
-  g->comm_ = comm ? std::move(comm) : std::make_unique<InProcessCommunicator>(opts.size);
-  if (g->comm_->size() != opts.size)
-    return InvalidArgument("tensor parallel: communicator has " + std::to_string(g->comm_->size()) +
-                           " ranks, the group " + std::to_string(opts.size));
   const int64_t H = c.hidden_size;
   g->max_model_len_ = opts.max_model_len > 0 ? opts.max_model_len : 4096;
   // The rope table exactly as LlamaModel::create builds it (same frequency rounding).
@@ -116,10 +90,18 @@ StatusOr<std::unique_ptr<TpSimulatedGroup>> TpSimulatedGroup::create(const Model
   const bool tied = c.tie_word_embeddings || !src.find("lm_head.weight");
   for (int r = 0; r < opts.size; ++r) {
     auto rk = std::make_unique<Rank>();
-    CpuBackendOptions bo;
-    bo.isa = opts.isa;
-    bo.num_threads = opts.num_threads;
-    ASSIGN_OR_RETURN(rk->be, make_cpu_backend(bo));
+    if (opts.backend == "cpu") {
+      CpuBackendOptions bo;
+      bo.isa = opts.isa;
+      bo.num_threads = opts.num_threads;
+      ASSIGN_OR_RETURN(rk->be, make_cpu_backend(bo));
+    } else {
+      auto be = make_backend_on_device(opts.backend, r);
+      if (!be.ok()) return be.status().with_context("tensor parallel rank " + std::to_string(r));
+      rk->be = std::move(be).value();
+    }
+    RETURN_IF_ERROR(rk->be->make_current());
+    rk->be->set_activation_precision(opts.precision);
     ASSIGN_OR_RETURN(rk->layout, tp_rank_layout(c, TpShardSpec{r, opts.size}));
     // Vocab-parallel embedding: ids owned by other ranks are mapped to an extra zero row, so
     // their contribution to the all-reduce is exactly 0.
@@ -153,20 +135,48 @@ StatusOr<std::unique_ptr<TpSimulatedGroup>> TpSimulatedGroup::create(const Model
     ASSIGN_OR_RETURN(rk->d_sin, rk->be->alloc(tb));
     RETURN_IF_ERROR(rk->be->copy_to_device(rk->d_cos.data(), rope.cos.data(), tb));
     RETURN_IF_ERROR(rk->be->copy_to_device(rk->d_sin.data(), rope.sin.data(), tb));
-    KvCacheConfig kc;
-    kc.num_layers = c.num_layers;
-    kc.num_kv_heads = rk->layout.num_kv_heads;
-    kc.head_dim = c.head_dim;
-    kc.block_size = opts.kv_block_size;
-    kc.num_blocks = opts.kv_num_blocks;
-    kc.dtype = DType::kF32;
-    ASSIGN_OR_RETURN(rk->cache, PagedKvCache::create(*rk->be, kc));
+    RETURN_IF_ERROR(rk->be->synchronize());
+    g->backends_.push_back(rk->be.get());
     g->ranks_.push_back(std::move(rk));
   }
+  if (comm) {
+    g->comm_ = std::move(comm);
+  } else {
+    ASSIGN_OR_RETURN(g->comm_, make_tp_communicator(g->backends_));
+  }
+  if (g->comm_->size() != opts.size)
+    return InvalidArgument("tensor parallel: communicator has " + std::to_string(g->comm_->size()) +
+                           " ranks, the group " + std::to_string(opts.size));
+  if (opts.kv_num_blocks > 0) RETURN_IF_ERROR(g->allocate_kv_cache(opts.kv_num_blocks, opts.kv_block_size, opts.kv_dtype));
   return g;
 }
 
-StatusOr<int64_t> TpSimulatedGroup::add_sequence() {
+int64_t TpGroup::kv_block_bytes(int64_t block_size, DType dtype) const {
+  return 2 * cfg_.num_layers * block_size * ranks_.at(0)->layout.num_kv_heads * cfg_.head_dim *
+         kv_cache_element_bytes(dtype);
+}
+
+Status TpGroup::allocate_kv_cache(int64_t num_blocks, int64_t block_size, DType dtype) {
+  if (dtype != DType::kF32 && dtype != DType::kBF16)
+    return Unimplemented("tensor parallel: the KV cache must be float32 or bfloat16 (FP8 KV scales are not "
+                         "sharded yet)");
+  for (auto& rk : ranks_) {
+    RETURN_IF_ERROR(rk->be->make_current());
+    rk->cache.reset();
+    KvCacheConfig kc;
+    kc.num_layers = cfg_.num_layers;
+    kc.num_kv_heads = rk->layout.num_kv_heads;
+    kc.head_dim = cfg_.head_dim;
+    kc.block_size = block_size;
+    kc.num_blocks = num_blocks;
+    kc.dtype = dtype;
+    ASSIGN_OR_RETURN(rk->cache, PagedKvCache::create(*rk->be, kc));
+  }
+  return OkStatus();
+}
+
+StatusOr<int64_t> TpGroup::add_sequence() {
+  if (!ranks_[0]->cache) return FailedPrecondition("tensor parallel: no KV cache allocated");
   // Every cache hands out ids in the same order, so one id names the sequence everywhere.
   const int64_t id = ranks_[0]->cache->add_sequence();
   for (size_t r = 1; r < ranks_.size(); ++r)
@@ -174,11 +184,11 @@ StatusOr<int64_t> TpSimulatedGroup::add_sequence() {
   return id;
 }
 
-void TpSimulatedGroup::free_sequence(int64_t seq) {
+void TpGroup::free_sequence(int64_t seq) {
   for (auto& rk : ranks_) rk->cache->free_sequence(seq);
 }
 
-Status TpSimulatedGroup::ensure_workspace(int64_t T, int64_t R) {
+Status TpGroup::ensure_workspace(int64_t T, int64_t R) {
   if (T <= ws_tokens_ && R <= ws_rows_) return OkStatus();
   T = std::max(T, ws_tokens_);
   R = std::max(R, ws_rows_);
@@ -186,6 +196,7 @@ Status TpSimulatedGroup::ensure_workspace(int64_t T, int64_t R) {
   for (auto& rk : ranks_) {
     const TpRankLayout& l = rk->layout;
     Backend& be = *rk->be;
+    RETURN_IF_ERROR(be.make_current());
     auto f = [&](Buffer* b, int64_t n) -> Status {
       ASSIGN_OR_RETURN(*b, be.alloc(static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(float)));
       return OkStatus();
@@ -209,11 +220,30 @@ Status TpSimulatedGroup::ensure_workspace(int64_t T, int64_t R) {
   return OkStatus();
 }
 
-Status TpSimulatedGroup::forward(const std::vector<SequenceStep>& seqs, std::vector<float>* logits) {
+Status TpGroup::forward(const std::vector<SequenceStep>& seqs, std::vector<float>* logits) {
   logits->clear();
+  if (!ranks_[0]->cache) return FailedPrecondition("tensor parallel: no KV cache allocated");
   for (auto& rk : ranks_) {
+    RETURN_IF_ERROR(rk->be->make_current());
     ASSIGN_OR_RETURN(rk->st, build_step(*rk->be, *rk->cache, seqs));
   }
+  return run(logits);
+}
+
+Status TpGroup::forward_with_tables(const std::vector<SequenceStep>& seqs,
+                                    const std::vector<std::span<const int32_t>>& tables,
+                                    std::vector<float>* logits) {
+  logits->clear();
+  if (!ranks_[0]->cache) return FailedPrecondition("tensor parallel: no KV cache allocated");
+  for (auto& rk : ranks_) {
+    RETURN_IF_ERROR(rk->be->make_current());
+    ASSIGN_OR_RETURN(rk->st, build_step_with_tables(*rk->be, rk->cache->block_size(), rk->cache->config().num_blocks,
+                                                    seqs, tables));
+  }
+  return run(logits);
+}
+
+Status TpGroup::run(std::vector<float>* logits) {
   const StepMetadata& s0 = ranks_[0]->st;
   const int64_t T = s0.num_tokens, R = s0.num_logits_rows;
   if (T == 0) return OkStatus();
@@ -228,19 +258,17 @@ Status TpSimulatedGroup::forward(const std::vector<SequenceStep>& seqs, std::vec
   const int64_t H = cfg_.hidden_size, D = cfg_.head_dim;
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   const int n = size();
+  std::vector<float*> ptrs(n);
   auto all_reduce = [&](Buffer Rank::*member, int64_t count) -> Status {
-    std::vector<float*> ptrs(n);
-    for (int r = 0; r < n; ++r) {
-      RETURN_IF_ERROR(ranks_[r]->be->synchronize());
-      ptrs[r] = (ranks_[r].get()->*member).as<float>();
-    }
-    return comm_->all_reduce_sum(ptrs, count);
+    for (int r = 0; r < n; ++r) ptrs[r] = (ranks_[r].get()->*member).as<float>();
+    return comm_->all_reduce_sum(backends_, ptrs, count);
   };
 
   // Vocab-parallel embedding: local ids, the zero row for ids another rank owns.
   std::vector<int32_t> local(T);
   for (auto& rk : ranks_) {
     const TpRankLayout& l = rk->layout;
+    RETURN_IF_ERROR(rk->be->make_current());
     for (int64_t i = 0; i < T; ++i) {
       const int64_t id = s0.token_ids[i] - l.vocab_begin;
       local[i] = static_cast<int32_t>(id >= 0 && id < l.vocab ? id : l.vocab);
@@ -254,6 +282,7 @@ Status TpSimulatedGroup::forward(const std::vector<SequenceStep>& seqs, std::vec
     // Attention: column-parallel q/k/v over the rank's heads, row-parallel o_proj.
     for (auto& rk : ranks_) {
       Backend& be = *rk->be;
+      RETURN_IF_ERROR(be.make_current());
       const StepMetadata& st = rk->st;
       const TpRankLayout& l = rk->layout;
       const LlamaLayerWeights& L = rk->layers[li];
@@ -303,6 +332,7 @@ Status TpSimulatedGroup::forward(const std::vector<SequenceStep>& seqs, std::vec
     // MLP: column-parallel gate/up over the rank's intermediate columns, row-parallel down.
     for (auto& rk : ranks_) {
       Backend& be = *rk->be;
+      RETURN_IF_ERROR(be.make_current());
       const LlamaLayerWeights& L = rk->layers[li];
       float* proj = rk->proj.as<float>();
       RmsNormArgs n2{T, H, proj, rk->residual.as<float>(), L.post_norm.as<float>(), eps, rk->hidden.as<float>()};
@@ -313,12 +343,20 @@ Status TpSimulatedGroup::forward(const std::vector<SequenceStep>& seqs, std::vec
     }
     RETURN_IF_ERROR(all_reduce(&Rank::proj, T * H));
   }
-  if (R == 0) return OkStatus();
-  // Final norm on the rows that need logits (replicated), then each rank's vocab slice.
-  std::vector<const float*> parts(n);
+  if (R == 0) {
+    // Nothing to copy back: wait for the ranks so that errors surface in this step.
+    for (auto& rk : ranks_) {
+      RETURN_IF_ERROR(rk->be->make_current());
+      RETURN_IF_ERROR(rk->be->synchronize());
+    }
+    return OkStatus();
+  }
+  // Final norm on the rows that need logits (replicated), then each rank's vocab slice,
+  // enqueued on every rank before any is waited for.
   for (int r = 0; r < n; ++r) {
     Rank& rk = *ranks_[r];
     Backend& be = *rk.be;
+    RETURN_IF_ERROR(be.make_current());
     const int32_t* rows = rk.st.d_logits_rows.as<int32_t>();
     RETURN_IF_ERROR(be.gather_rows(rk.residual.as<float>(), T, H, rows, R, rk.hidden.as<float>()));
     RETURN_IF_ERROR(be.gather_rows(rk.proj.as<float>(), T, H, rows, R, rk.sel.as<float>()));
@@ -326,11 +364,21 @@ Status TpSimulatedGroup::forward(const std::vector<SequenceStep>& seqs, std::vec
                    rk.proj.as<float>()};
     RETURN_IF_ERROR(be.rms_norm(nf));
     RETURN_IF_ERROR(be.matmul(rk.proj.as<float>(), R, rk.lm_head, rk.logits.as<float>()));
-    RETURN_IF_ERROR(be.synchronize());
-    parts[r] = rk.logits.as<float>();
   }
-  logits->resize(R * cfg_.vocab_size);
-  return comm_->all_gather_cols(parts, R, ranks_[0]->layout.vocab, logits->data());
+  // Gather: rank r's [R, local vocab] block goes to columns [vocab_begin, + local vocab).
+  const int64_t V = cfg_.vocab_size;
+  logits->resize(R * V);
+  for (int r = 0; r < n; ++r) {
+    Rank& rk = *ranks_[r];
+    const int64_t lv = rk.layout.vocab, v0 = rk.layout.vocab_begin;
+    part_.resize(R * lv);
+    RETURN_IF_ERROR(rk.be->make_current());
+    RETURN_IF_ERROR(rk.be->copy_to_host(part_.data(), rk.logits.data(), part_.size() * sizeof(float)));
+    RETURN_IF_ERROR(rk.be->synchronize());
+    for (int64_t i = 0; i < R; ++i)
+      std::memcpy(logits->data() + i * V + v0, part_.data() + i * lv, lv * sizeof(float));
+  }
+  return OkStatus();
 }
 
 }  // namespace lancet

@@ -21,9 +21,17 @@ double seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 struct RequestTiming {
   bool ok = false;
   std::string error;
+  double sent = 0;  // seconds from the benchmark's start to the send
   double ttft = 0, e2e = 0;
+  bool got_token = false;
   std::vector<double> itl;
+  std::vector<double> itl_end;  // [itl.size()] seconds from the benchmark's start to each gap's end
   int64_t prompt_tokens = 0, output_tokens = 0;
+};
+
+struct RequestShape {
+  int64_t index = 0;  // seeds the prompt
+  int32_t input_len = 0, output_len = 0;
 };
 
 httplib::Headers auth_headers(const ServeBenchConfig& c) {
@@ -32,19 +40,21 @@ httplib::Headers auth_headers(const ServeBenchConfig& c) {
   return h;
 }
 
-RequestTiming run_one(httplib::Client& cli, const ServeBenchConfig& c, const std::string& model, int64_t index) {
-  std::mt19937_64 rng(c.seed * 1000003ull + static_cast<uint64_t>(index));
-  std::vector<int32_t> prompt(static_cast<size_t>(c.input_len));
+RequestTiming run_one(httplib::Client& cli, const ServeBenchConfig& c, const std::string& model,
+                      const RequestShape& shape, Clock::time_point bench_start) {
+  std::mt19937_64 rng(c.seed * 1000003ull + static_cast<uint64_t>(shape.index));
+  std::vector<int32_t> prompt(static_cast<size_t>(shape.input_len));
   const int32_t lo = 10, span = std::max(1, c.max_token_id - lo);
   for (auto& t : prompt) t = lo + static_cast<int32_t>(rng() % static_cast<uint64_t>(span));
-  Json body = {{"model", model},         {"prompt", prompt},   {"max_tokens", c.output_len},
-               {"min_tokens", c.output_len}, {"ignore_eos", true}, {"temperature", 0},
+  Json body = {{"model", model},         {"prompt", prompt},   {"max_tokens", shape.output_len},
+               {"min_tokens", shape.output_len}, {"ignore_eos", true}, {"temperature", 0},
                {"stream", true},         {"stream_options", {{"include_usage", true}}}};
 
   RequestTiming t;
   std::string buffer;
   bool done = false;
   Clock::time_point start = Clock::now(), last{};
+  t.sent = seconds(start - bench_start);
   bool first = true;
   httplib::Request req;
   req.method = "POST";
@@ -84,6 +94,7 @@ RequestTiming run_one(httplib::Client& cli, const ServeBenchConfig& c, const std
           first = false;
         } else {
           t.itl.push_back(seconds(now - last));
+          t.itl_end.push_back(seconds(now - bench_start));
         }
         last = now;
       }
@@ -99,8 +110,34 @@ RequestTiming run_one(httplib::Client& cli, const ServeBenchConfig& c, const std
   } else if (t.error.empty() && !done) {
     t.error = "stream ended without [DONE]";
   }
+  t.got_token = !first;
   t.ok = t.error.empty() && !first;
   return t;
+}
+
+httplib::Client make_client(const ServeBenchConfig& c) {
+  httplib::Client cli(c.url);
+  cli.set_read_timeout(static_cast<time_t>(c.timeout_s));
+  cli.set_write_timeout(static_cast<time_t>(c.timeout_s));
+  return cli;
+}
+
+// The background request's own figures, and the short streams' gaps that overlap its prefill.
+BackgroundResult summarize_background(const RequestTiming& bg, const std::vector<RequestTiming>& shorts) {
+  BackgroundResult b;
+  b.completed = bg.ok;
+  b.error = bg.error;
+  b.prompt_tokens = bg.prompt_tokens;
+  b.output_tokens = bg.output_tokens;
+  b.ttft_ms = bg.got_token ? 1000.0 * bg.ttft : 0.0;
+  b.e2el_ms = 1000.0 * bg.e2e;
+  const double w0 = bg.sent, w1 = bg.sent + (bg.got_token ? bg.ttft : bg.e2e);
+  std::vector<double> gaps;
+  for (const RequestTiming& t : shorts)
+    for (size_t i = 0; i < t.itl.size(); ++i)
+      if (t.itl_end[i] > w0 && t.itl_end[i] - t.itl[i] < w1) gaps.push_back(t.itl[i]);
+  b.itl_during_prefill = summarize_ms(std::move(gaps));
+  return b;
 }
 
 }  // namespace
@@ -108,6 +145,7 @@ RequestTiming run_one(httplib::Client& cli, const ServeBenchConfig& c, const std
 LatencySummary summarize_ms(std::vector<double> s) {
   LatencySummary out;
   if (s.empty()) return out;
+  out.count = static_cast<int64_t>(s.size());
   std::sort(s.begin(), s.end());
   double sum = 0;
   for (double v : s) sum += v;
@@ -122,6 +160,8 @@ LatencySummary summarize_ms(std::vector<double> s) {
 StatusOr<ServeBenchResult> run_serve_benchmark(const ServeBenchConfig& c) {
   if (c.concurrency < 1 || c.num_prompts < 1 || c.input_len < 1 || c.output_len < 1)
     return InvalidArgument("--concurrency, --num-prompts, --input-len and --output-len must be positive");
+  if (c.background_input_len < 0 || (c.background_input_len > 0 && c.background_output_len < 1))
+    return InvalidArgument("--background-input-len must be >= 0 and --background-output-len positive");
   std::string model = c.model;
   {
     httplib::Client cli(c.url);
@@ -140,19 +180,34 @@ StatusOr<ServeBenchResult> run_serve_benchmark(const ServeBenchConfig& c) {
   std::vector<RequestTiming> timings(static_cast<size_t>(c.num_prompts));
   std::atomic<int64_t> next{0};
   const Clock::time_point start = Clock::now();
+  // The background request leaves first, on its own connection; its seed index (num_prompts)
+  // is one no short prompt uses.
+  RequestTiming bg;
+  std::thread bg_thread;
+  if (c.background_input_len > 0) {
+    bg_thread = std::thread([&] {
+      httplib::Client cli = make_client(c);
+      bg = run_one(cli, c, model, {c.num_prompts, c.background_input_len, c.background_output_len}, start);
+    });
+  }
   std::vector<std::thread> workers;
   for (int32_t w = 0; w < std::min(c.concurrency, c.num_prompts); ++w) {
     workers.emplace_back([&] {
-      httplib::Client cli(c.url);
-      cli.set_read_timeout(static_cast<time_t>(c.timeout_s));
-      cli.set_write_timeout(static_cast<time_t>(c.timeout_s));
-      for (int64_t i = next++; i < c.num_prompts; i = next++) timings[static_cast<size_t>(i)] = run_one(cli, c, model, i);
+      httplib::Client cli = make_client(c);
+      for (int64_t i = next++; i < c.num_prompts; i = next++)
+        timings[static_cast<size_t>(i)] = run_one(cli, c, model, {i, c.input_len, c.output_len}, start);
     });
   }
   for (auto& t : workers) t.join();
 
   ServeBenchResult r;
   r.duration_s = seconds(Clock::now() - start);
+  if (bg_thread.joinable()) {
+    bg_thread.join();
+    r.has_background = true;
+    r.background = summarize_background(bg, timings);
+    if (!bg.ok) r.errors.push_back("background request: " + bg.error);
+  }
   std::vector<double> ttft, tpot, itl, e2el;
   for (const RequestTiming& t : timings) {
     if (!t.ok) {
@@ -200,6 +255,23 @@ Json serve_bench_json(const ServeBenchConfig& c, const ServeBenchResult& r) {
     j[std::string("median_") + name + "_ms"] = s.median_ms;
     j[std::string("p99_") + name + "_ms"] = s.p99_ms;
   }
+  if (r.has_background) {
+    const BackgroundResult& b = r.background;
+    const LatencySummary& w = b.itl_during_prefill;
+    j["background"] = {{"input_len", c.background_input_len},
+                       {"output_len", c.background_output_len},
+                       {"completed", b.completed},
+                       {"error", b.error},
+                       {"prompt_tokens", b.prompt_tokens},
+                       {"output_tokens", b.output_tokens},
+                       {"ttft_ms", b.ttft_ms},
+                       {"e2el_ms", b.e2el_ms},
+                       {"short_itl_during_prefill",
+                        {{"count", w.count},
+                         {"mean_ms", w.mean_ms},
+                         {"median_ms", w.median_ms},
+                         {"p99_ms", w.p99_ms}}}};
+  }
   return j;
 }
 
@@ -236,6 +308,17 @@ std::string serve_bench_table(const ServeBenchResult& r) {
   section("-----Time per Output Token (excl. 1st token)------", "TPOT", r.tpot);
   section("---------------Inter-token Latency----------------", "ITL", r.itl);
   section("----------------End-to-end Latency----------------", "E2EL", r.e2el);
+  if (r.has_background) {
+    const BackgroundResult& b = r.background;
+    title("----Background Long Prompt (not counted above)----");
+    row("Completed:", b.completed ? 1.0 : 0.0, "%-40s %-10.0f\n");
+    row("Prompt tokens:", static_cast<double>(b.prompt_tokens), "%-40s %-10.0f\n");
+    row("TTFT (ms):", b.ttft_ms, "%-40s %-10.2f\n");
+    row("E2EL (ms):", b.e2el_ms, "%-40s %-10.2f\n");
+    row("Short-stream ITL gaps during prefill:", static_cast<double>(b.itl_during_prefill.count), "%-40s %-10.0f\n");
+    row("Median ITL during prefill (ms):", b.itl_during_prefill.median_ms, "%-40s %-10.2f\n");
+    row("P99 ITL during prefill (ms):", b.itl_during_prefill.p99_ms, "%-40s %-10.2f\n");
+  }
   title("==================================================");
   return out;
 }

@@ -83,6 +83,44 @@ TEST(Scheduler, LongPromptIsChunkedAndSharesStepsWithDecodes) {
   EXPECT_LE(steps, 1000 / 63 + 2);
 }
 
+// The long prompt arrives FIRST (it is the oldest running sequence), streams join while it is
+// prefilled: their decodes still run every step, and with a long-prompt threshold new
+// arrivals are admitted at once instead of waiting for the whole prefill.
+TEST(Scheduler, DecodesOfLaterStreamsRunWhileAnEarlierLongPromptPrefills) {
+  for (int64_t threshold : {0, 32}) {
+    SCOPED_TRACE("threshold " + std::to_string(threshold));
+    Harness h(1000, 16, SchedulerConfig{.max_num_batched_tokens = 64, .max_num_seqs = 8, .max_model_len = 4096,
+                                        .long_prefill_token_threshold = threshold});
+    Sequence* longq = h.add(iota_tokens(2000, 3), 2);
+    h.step();  // the long prompt takes the whole first step
+    EXPECT_EQ(longq->num_computed, threshold ? threshold : 64);
+    Sequence* a = h.add(iota_tokens(5), 50);
+    Sequence* b = h.add(iota_tokens(7, 1), 50);
+    int steps = 0, admitted_at = -1;
+    while (longq->num_output() == 0) {
+      const int live = !a->finished() + !b->finished();
+      SchedulerOutput out = h.step();
+      ++steps;
+      EXPECT_LE(out.num_batched_tokens, 64);
+      if (admitted_at < 0 && a->num_output() > 0 && b->num_output() > 0) admitted_at = steps;
+      if (admitted_at > 0 && admitted_at < steps) {
+        int decodes = 0;
+        for (auto& s : out.scheduled) decodes += (s.seq == a || s.seq == b) && s.num_new_tokens == 1;
+        EXPECT_EQ(decodes, live) << "step " << steps;
+      }
+      for (auto& s : out.scheduled)
+        if (s.seq == longq && threshold) EXPECT_LE(s.num_new_tokens, threshold);
+    }
+    // Without a threshold the streams' prompts wait for leftover budget, which the long
+    // prompt takes: they start once it is done. With one they start in the next step.
+    if (threshold) {
+      EXPECT_EQ(admitted_at, 1);
+    } else {
+      EXPECT_TRUE(admitted_at < 0 || admitted_at >= steps - 1);
+    }
+  }
+}
+
 TEST(Scheduler, RespectsMaxNumSeqs) {
   Harness h(1000, 4, SchedulerConfig{.max_num_batched_tokens = 1000, .max_num_seqs = 3, .max_model_len = 100});
   for (int i = 0; i < 10; ++i) h.add(iota_tokens(3, i), 5);

@@ -20,6 +20,7 @@
 namespace lancet::cuda {
 
 CudaContext::~CudaContext() {
+  DeviceScope scope(device);
   if (stream) {
     cudaStreamSynchronize(stream);
     cudaStreamDestroy(stream);
@@ -27,6 +28,8 @@ CudaContext::~CudaContext() {
 }
 
 CudaBackend::~CudaBackend() {
+  std::unique_ptr<DeviceScope> scope;
+  if (ctx_) scope = std::make_unique<DeviceScope>(ctx_->device);
   if (ctx_) cudaStreamSynchronize(ctx_->stream);
   for (auto& kv : plans_) {
     cublasLtMatrixLayoutDestroy(kv.second.a);
@@ -85,7 +88,10 @@ StatusOr<Buffer> CudaBackend::alloc(size_t nbytes) {
     return cuda_status(e, "cudaMallocAsync");
   }
   std::shared_ptr<CudaContext> ctx = ctx_;
-  return Buffer(p, nbytes, std::shared_ptr<void>(p, [ctx](void* q) { cudaFreeAsync(q, ctx->stream); }));
+  return Buffer(p, nbytes, std::shared_ptr<void>(p, [ctx](void* q) {
+                  DeviceScope scope(ctx->device);
+                  cudaFreeAsync(q, ctx->stream);
+                }));
 }
 
 Status CudaBackend::copy_to_device(void* dst, const void* src, size_t nbytes) {
@@ -105,6 +111,11 @@ Status CudaBackend::copy_to_host(void* dst, const void* src, size_t nbytes) {
 Status CudaBackend::zero(void* dst, size_t nbytes) {
   if (!nbytes) return OkStatus();
   LANCET_CUDA_RETURN(cudaMemsetAsync(dst, 0, nbytes, ctx_->stream), "zero");
+  return OkStatus();
+}
+
+Status CudaBackend::make_current() {
+  LANCET_CUDA_RETURN(cudaSetDevice(ctx_->device), "cudaSetDevice");
   return OkStatus();
 }
 

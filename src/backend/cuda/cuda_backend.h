@@ -28,6 +28,27 @@ struct CudaContext {
   ~CudaContext();
 };
 
+// Makes `device` current for a scope and restores the previous one (frees and destructors of
+// one GPU's objects may run while a thread drives another GPU).
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    if (cudaGetDevice(&prev_) == cudaSuccess && prev_ != device) {
+      cudaSetDevice(device);
+      switched_ = true;
+    }
+  }
+  ~DeviceScope() {
+    if (switched_) cudaSetDevice(prev_);
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int prev_ = 0;
+  bool switched_ = false;
+};
+
 // A cached cuBLASLt plan for one (n, m, k, pointer alignment).
 struct GemmPlan {
   cublasLtMatmulDesc_t op = nullptr;
@@ -49,6 +70,8 @@ class CudaBackend final : public Backend {
   Status copy_to_host(void* dst, const void* src, size_t nbytes) override;
   Status zero(void* dst, size_t nbytes) override;
   Status synchronize() override;
+  Status make_current() override;
+  int device_index() const override { return ctx_->device; }
 
   StatusOr<WeightMatrix> upload_weight(const WeightSpec& spec) override;
   StatusOr<Buffer> upload_vector_f32(const TensorView& t, const std::string& name) override;
@@ -74,6 +97,10 @@ class CudaBackend final : public Backend {
   Status launch_graph(BackendGraph& graph) override;
   StatusOr<Buffer> alloc_host(size_t nbytes) override;
   bool memory_info(size_t* free_bytes, size_t* total_bytes) override;
+  // Device sampling (cuda_sampling.cc, sampling.cu).
+  bool supports_device_sampling() const override { return true; }
+  Status sample_rows(const float* logits, int64_t rows, int64_t vocab, std::span<const DeviceSampleRow> params,
+                     int32_t* tokens_host) override;
 
  private:
   CudaBackend() = default;
@@ -103,6 +130,8 @@ class CudaBackend final : public Backend {
   bool capturing_ = false;
   Buffer attn_partial_;  // split-KV partial results
   Buffer err_word_;      // unsigned error bits set by kernels (kernels.h)
+  // sample_rows staging: params then tokens, pinned on the host and on the device.
+  Buffer sample_host_, sample_dev_;
   std::map<std::tuple<int64_t, int64_t, int64_t, unsigned, bool>, GemmPlan> plans_;
 };
 

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <memory>
+#include <span>
 
 #include "backend/backend.h"
+#include "backend/tp_communicator.h"
 
 namespace lancet {
 
@@ -15,5 +17,11 @@ struct CudaBackendOptions {
 
 // FailedPrecondition when no GPU is visible.
 StatusOr<std::unique_ptr<Backend>> make_cuda_backend(const CudaBackendOptions& opts = {});
+
+// NCCL all-reduce over CUDA backends on distinct devices, all driven from one thread (one
+// communicator per device from ncclCommInitAll, calls grouped with ncclGroupStart/End).
+// libnccl.so.2 is loaded at run time (LANCET_NCCL_LIBRARY names another file), so binaries
+// that never run a tensor-parallel group do not need it. FailedPrecondition when it is missing.
+StatusOr<std::unique_ptr<TpCommunicator>> make_nccl_communicator(std::span<Backend* const> ranks);
 
 }  // namespace lancet

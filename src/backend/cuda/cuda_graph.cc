@@ -65,6 +65,7 @@ StatusOr<Buffer> CudaBackend::alloc_host(size_t nbytes) {
 bool CudaBackend::memory_info(size_t* free_bytes, size_t* total_bytes) {
   // Freed buffers stay in the stream-ordered pool (release threshold: never); they are free
   // for our own allocations, so count them as free.
+  DeviceScope scope(ctx_->device);
   cudaMemPool_t pool;
   uint64_t reserved = 0, used = 0;
   if (cudaDeviceGetDefaultMemPool(&pool, ctx_->device) == cudaSuccess) {

@@ -101,4 +101,13 @@ cudaError_t launch_quantize_rows_fp8(const float* x /*[n, k]*/, int64_t n, int64
 cudaError_t launch_rescale_fp8_output(float* y /*[n, m]*/, int64_t n, int64_t m, const float* row_scale /*[n]*/,
                                       const float* col_scale /*[m] or [1]*/, bool per_col, cudaStream_t s);
 
+// ---- sampling (sampling.cu) ----
+// Largest vocabulary sample_rows handles (masses are 2^44 fixed point; sums stay below 2^63).
+constexpr int64_t kSampleMaxVocab = int64_t{1} << 19;
+// tokens[i] = a draw from logits row params[i].row (backend.h DeviceSampleRow), one CTA per
+// entry. params and tokens are device memory; rows are not checked here (the caller does).
+cudaError_t launch_sample_rows(const float* logits /*[rows, vocab]*/, int64_t vocab,
+                               const DeviceSampleRow* params /*[n]*/, int64_t n, int32_t* tokens /*[n]*/,
+                               cudaStream_t s);
+
 }  // namespace lancet::cuda
