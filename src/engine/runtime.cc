@@ -11,6 +11,7 @@
 #include "engine/llama_executor.h"
 #include "engine/tp_executor.h"
 #include "io/dummy_source.h"
+#include "io/hf_config.h"
 #include "io/text_file.h"
 #include "model/kv_cache.h"
 #include "model/kv_calibration.h"
@@ -48,6 +49,14 @@ int64_t loaded_weight_bytes(const ModelSource& src, bool quantize_fp8) {
     total += b;
   }
   return total;
+}
+// --max-model-len past the trained length needs --allow-long-max-model-len.
+Status check_context_length(int64_t trained, const RuntimeConfig& config) {
+  if (config.max_model_len > trained && !config.allow_long_max_model_len)
+    return InvalidArgument("--max-model-len " + std::to_string(config.max_model_len) +
+                           " is past the model's trained length " + std::to_string(trained) +
+                           "; pass --allow-long-max-model-len to force it");
+  return OkStatus();
 }
 }  // namespace
 
@@ -108,6 +117,10 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::create(const RuntimeConfig& config) 
   if (config.num_threads > 0) set_default_threads(config.num_threads);
 
   if (config.load_format == "dummy") {
+    // Refuse a bad context length before minutes of random weights are made.
+    const std::string cfg = fs::is_directory(config.model) ? config.model + "/config.json" : config.model;
+    ASSIGN_OR_RETURN(const ModelConfig pre, load_hf_config(cfg));
+    RETURN_IF_ERROR(check_context_length(pre.max_position_embeddings, config));
     // With --quantization fp8 the dummy weights are made in FP8 directly (as an FP8 checkpoint
     // would hold them), so a 70B shape fits in host memory on its way to the GPU.
     DummySourceOptions dopts;
@@ -127,10 +140,8 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::create(const RuntimeConfig& config) 
   // Context length: the model's trained length unless asked otherwise.
   const int64_t trained = mc.max_position_embeddings;
   int64_t max_len = config.max_model_len > 0 ? config.max_model_len : trained;
+  RETURN_IF_ERROR(check_context_length(trained, config));
   if (max_len > trained) {
-    if (!config.allow_long_max_model_len)
-      return InvalidArgument("--max-model-len " + std::to_string(max_len) + " is past the model's trained length " +
-                             std::to_string(trained) + "; pass --allow-long-max-model-len to force it");
     LOG_WARN("max_model_len " << max_len << " exceeds the trained length " << trained
                               << "; quality past it is not guaranteed");
   }
@@ -162,7 +173,12 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::create(const RuntimeConfig& config) 
   }
 
   // Backend, model and KV cache: one backend, or a tensor-parallel group of them.
-  const DType kv_dtype = (config.kv_cache_dtype == "bfloat16" || config.kv_cache_dtype == "bf16") ? DType::kBF16
+  // "auto": the activations' precision on each backend: BF16 on GPUs (half the bytes of f32,
+  // what the attention kernels read fastest), f32 on the CPU.
+  const bool kv_auto = config.kv_cache_dtype == "auto";
+  const DType kv_dtype = (config.kv_cache_dtype == "bfloat16" || config.kv_cache_dtype == "bf16" ||
+                          (kv_auto && config.backend == "cuda"))
+                             ? DType::kBF16
                          : (config.kv_cache_dtype == "fp8" || config.kv_cache_dtype == "fp8_e4m3") ? DType::kF8E4M3
                                                                                                   : DType::kF32;
   const ActivationPrecision precision =

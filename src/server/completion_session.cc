@@ -276,7 +276,10 @@ bool CompletionSession::stream(const Writer& write) {
     while (next_event(p, &ev, &timed_out, &write, &write_failed)) {
       ChunkFields d;
       apply(p, ev, &d);
-      if (d.content.empty() && d.finish_reason.empty() && d.logprobs.is_null()) continue;
+      // Held-back partial characters send nothing; a token-id model (no tokenizer, so no text)
+      // still sends one chunk per token, so clients see tokens as they are made.
+      const bool untexted_token = ev.token >= 0 && !model_->has_tokenizer();
+      if (d.content.empty() && d.finish_reason.empty() && d.logprobs.is_null() && !untexted_token) continue;
       if (!write(chunk(d))) return false;
     }
     if (write_failed) return false;

@@ -53,6 +53,30 @@ TEST(ServerTinyFixture, TokenIdPromptsMatchHuggingFaceGreedy) {
     EXPECT_EQ(j["usage"]["prompt_tokens"], prompt.size());
     EXPECT_EQ(j["usage"]["completion_tokens"], 8);
   }
+  // Streaming: no text to release, yet one chunk per token (load tests time the gaps), each
+  // naming its token in logprobs.
+  {
+    const std::vector<int32_t> prompt = ids_of(**golden, "case1.input_ids");
+    const std::vector<int32_t> greedy = ids_of(**golden, "case1.greedy");
+    nlohmann::json req = {{"prompt", prompt}, {"max_tokens", 6}, {"temperature", 0}, {"logprobs", 0},
+                          {"ignore_eos", true}, {"stream", true}};
+    auto sr = cli.Post("/v1/completions", req.dump(), "application/json");
+    ASSERT_TRUE(sr) << "no response";
+    ASSERT_EQ(sr->status, 200) << sr->body;
+    std::vector<int32_t> streamed;
+    size_t pos = 0, chunks = 0;
+    while ((pos = sr->body.find("data: {", pos)) != std::string::npos) {
+      const size_t end = sr->body.find("\n\n", pos);
+      auto j = nlohmann::json::parse(sr->body.substr(pos + 6, end - pos - 6));
+      pos = end;
+      if (!j.contains("choices") || j["choices"].empty()) continue;
+      ++chunks;
+      for (const auto& tok : j["choices"][0]["logprobs"]["tokens"])
+        streamed.push_back(std::stoi(tok.get<std::string>().substr(9)));
+    }
+    EXPECT_EQ(chunks, 6u) << sr->body;
+    EXPECT_EQ(streamed, std::vector<int32_t>(greedy.begin(), greedy.begin() + 6)) << sr->body;
+  }
   auto r = cli.Post("/v1/completions", R"({"prompt": "text", "max_tokens": 2})", "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400) << r->body;
