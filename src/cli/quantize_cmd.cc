@@ -8,6 +8,11 @@
 // order and config.json / generation_config.json are written from the GGUF metadata (Llama 3
 // rope scaling is recovered from the rope_freqs tensor). Output shards are planned from the
 // tensor sizes before any conversion, so memory stays at about one shard.
+//
+// --calibrate PROMPTS runs the source model over the prompts (quantize_calibration.h) and
+// writes static FP8 KV cache scales, model.layers.N.self_attn.k_scale / v_scale (F32
+// scalars, the names vLLM and kv_scales_from_checkpoint read), with kv_cache_scheme set in
+// quantization_config as compressed-tensors does for a static FP8 KV cache.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -17,10 +22,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/quantize_calibration.h"
 #include "io/gguf_convert.h"
 #include "io/model_source.h"
 #include "io/safetensors.h"
@@ -39,10 +46,12 @@ struct Fp8ConvertConfig {
   std::string tokenizer_dir;  // extra place to copy tokenizer files from ("" = the input's folder)
   Fp8QuantizeOptions quant;
   uint64_t max_shard_bytes = 5ull << 30;
+  std::optional<CheckpointCalibration> calibrate;  // static KV cache scales (--calibrate)
 };
 
-// The quantization_config of an FP8_DYNAMIC compressed-tensors checkpoint.
-ojson quantization_config() {
+// The quantization_config of an FP8_DYNAMIC compressed-tensors checkpoint; with static_kv, a
+// per-tensor static FP8 kv_cache_scheme (the checkpoint then carries k_scale / v_scale).
+ojson quantization_config(bool static_kv) {
   auto args = [](const char* strategy, bool dynamic, const char* observer) {
     return ojson{{"num_bits", 8},          {"type", "float"},          {"symmetric", true},
                  {"strategy", strategy},   {"dynamic", dynamic},       {"group_size", nullptr},
@@ -59,7 +68,7 @@ ojson quantization_config() {
                {"quantization_status", "compressed"},
                {"config_groups", {{"group_0", group}}},
                {"ignore", ojson::array({"lm_head"})},
-               {"kv_cache_scheme", nullptr}};
+               {"kv_cache_scheme", static_kv ? args("tensor", false, "minmax") : ojson(nullptr)}};
 }
 
 // Llama 3 scaling parameters whose frequency divisors match a GGUF rope_freqs tensor (the
@@ -163,8 +172,9 @@ Status write_json(const fs::path& path, const ojson& j) {
 
 // One output tensor of a planned shard, and the bytes it will take.
 struct Planned {
-  std::string name;  // source tensor name
+  std::string name;  // source tensor name, or a KV scale's name when kv_scale is set
   uint64_t bytes = 0;
+  std::optional<float> kv_scale;  // written as an F32 scalar (shape []), not read from the source
 };
 
 uint64_t planned_bytes(const std::string& name, const TensorView& t, const Fp8QuantizeOptions& q) {
@@ -199,6 +209,10 @@ Status write_shard(const ModelSource& src, const std::vector<Planned>& tensors, 
   std::vector<SafetensorsWriteTensor> out;
   const bool permuted = src.config().rope_interleaved;
   for (const Planned& p : tensors) {
+    if (p.kv_scale) {
+      out.push_back({p.name, DType::kF32, {}, &*p.kv_scale, sizeof(float)});
+      continue;
+    }
     const TensorView& t = *src.find(p.name);
     if (fp8_quantizes_tensor(p.name)) {
       ASSIGN_OR_RETURN(Fp8Weight w, quantize_weight_fp8(t, p.name, cfg.quant));
@@ -268,21 +282,51 @@ Status convert_fp8(const Fp8ConvertConfig& cfg) {
     config = ojson::parse(text, nullptr, /*allow_exceptions=*/false);
     if (!config.is_object()) return InvalidArgument(cp.string() + ": not a JSON object");
   }
-  config["quantization_config"] = quantization_config();
+  config["quantization_config"] = quantization_config(cfg.calibrate.has_value());
+
+  // Static KV scales: calibrated before anything is written, so bad prompts leave no output.
+  std::optional<KvScales> kv_scales;
+  if (cfg.calibrate) {
+    std::fprintf(stderr, "quantize: calibrating KV cache scales on %s (margin %g)\n",
+                 cfg.calibrate->prompts_path.c_str(), static_cast<double>(cfg.calibrate->margin));
+    auto s = calibrate_checkpoint_kv_scales(*src, *cfg.calibrate);
+    if (!s.ok()) return s.status().with_context("--calibrate");
+    kv_scales = std::move(*s);
+  }
+  auto is_written_kv_scale = [&](const std::string& name) {
+    if (!kv_scales) return false;
+    for (int64_t l = 0; l < src->config().num_layers; ++l)
+      if (name == kv_scale_tensor_name(l, false) || name == kv_scale_tensor_name(l, true)) return true;
+    return false;
+  };
 
   // Plan the shards from the output sizes, in name order.
   std::vector<std::vector<Planned>> shards(1);
   uint64_t shard_bytes = 0, total = 0;
   for (const auto& [name, t] : src->tensors()) {
     if (name == "rope_freqs") continue;  // folded into config.json's rope_scaling
+    if (is_written_kv_scale(name)) continue;  // replaced by the calibrated value
     const uint64_t b = planned_bytes(name, t, cfg.quant);
     if (shard_bytes > 0 && shard_bytes + b > cfg.max_shard_bytes) {
       shards.emplace_back();
       shard_bytes = 0;
     }
-    shards.back().push_back({name, b});
+    shards.back().push_back({name, b, std::nullopt});
     shard_bytes += b;
     total += b;
+  }
+  // Each layer's scales go into the shard holding its k_proj, next to the weights they describe.
+  if (kv_scales) {
+    for (int64_t l = 0; l < src->config().num_layers; ++l) {
+      const std::string kp = "model.layers." + std::to_string(l) + ".self_attn.k_proj.weight";
+      size_t shard = shards.size() - 1;
+      for (size_t i = 0; i < shards.size(); ++i)
+        for (const Planned& p : shards[i])
+          if (p.name == kp) shard = i;
+      shards[shard].push_back({kv_scale_tensor_name(l, false), sizeof(float), kv_scales->k[l]});
+      shards[shard].push_back({kv_scale_tensor_name(l, true), sizeof(float), kv_scales->v[l]});
+      total += 2 * sizeof(float);
+    }
   }
 
   std::error_code ec;
@@ -321,6 +365,14 @@ Status convert_fp8(const Fp8ConvertConfig& cfg) {
   // The result must load: check it with the same loader the runtime uses.
   auto check = open_model_source(cfg.output);
   if (!check.ok()) return check.status().with_context("the written checkpoint does not load");
+  if (kv_scales) {
+    auto back = kv_scales_from_checkpoint(**check);
+    if (!back.ok()) return back.status().with_context("the written KV cache scales do not load");
+    if (!*back || (*back)->k != kv_scales->k || (*back)->v != kv_scales->v)
+      return Internal("the written checkpoint does not read back the calibrated KV cache scales");
+    std::fprintf(stderr, "quantize: wrote static KV cache scales (self_attn.k_scale / v_scale): %s\n",
+                 format_kv_scales(*kv_scales).c_str());
+  }
   std::fprintf(stderr, "quantize: %s -> %s (%.1f MiB)\n", cfg.input.c_str(), cfg.output.c_str(),
                static_cast<double>(total) / (1 << 20));
   return OkStatus();
@@ -342,6 +394,13 @@ int cmd_quantize(int argc, char** argv) {
   app.add_option("--scale-dtype", scale_dtype, "weight_scale dtype: f32 or bf16")->capture_default_str();
   app.add_option("--tokenizer", cfg.tokenizer_dir, "folder to copy tokenizer files from (for GGUF inputs)");
   app.add_option("--max-shard-size", max_shard_gb, "largest safetensors shard, GB")->capture_default_str();
+  std::string calibrate;
+  float margin = KvCalibrationOptions{}.margin;
+  app.add_option("--calibrate", calibrate,
+                 "prompt file (text lines, or JSON lines with prompt / prompt_ids): write static FP8 KV "
+                 "cache scales (self_attn.k_scale / v_scale) calibrated on it");
+  auto* margin_opt = app.add_option("--calibrate-margin", margin, "KV scale = absmax * margin / 448")
+                         ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -355,6 +414,15 @@ int cmd_quantize(int argc, char** argv) {
     std::fprintf(stderr, "lancet quantize: --max-shard-size must be positive\n");
     return 2;
   }
+  if (margin_opt->count() > 0 && calibrate.empty()) {
+    std::fprintf(stderr, "lancet quantize: --calibrate-margin needs --calibrate PROMPTS\n");
+    return 2;
+  }
+  if (!(margin >= 1.0f && margin <= 16.0f)) {
+    std::fprintf(stderr, "lancet quantize: --calibrate-margin must be in [1, 16]\n");
+    return 2;
+  }
+  if (!calibrate.empty()) cfg.calibrate = CheckpointCalibration{calibrate, margin};
   cfg.quant.scale_dtype = scale_dtype == "bf16" ? Fp8ScaleDType::kBF16 : Fp8ScaleDType::kF32;
   cfg.max_shard_bytes = static_cast<uint64_t>(max_shard_gb * 1e9);
   Status st = convert_fp8(cfg);

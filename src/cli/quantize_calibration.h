@@ -1,0 +1,39 @@
+// `lancet quantize --fp8 --calibrate PROMPTS`: static FP8 KV cache scales for the written
+// checkpoint. The source model (weights as stored, CPU backend, f32 activations and an f32
+// scratch cache) runs the calibration prompts through calibrate_kv_scales
+// (model/kv_calibration.h), the same pass the runtime does online when a checkpoint has no
+// scales, so a calibrated checkpoint starts with the scales the runtime would have computed
+// on the same prompts.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "io/model_source.h"
+#include "model/kv_calibration.h"
+
+namespace lancet::cli {
+
+// The prompts of a calibration file as token ids. One prompt per line: plain text (needs the
+// model's tokenizer; "\n" in a line stands for a newline; '#' lines and empty lines are
+// skipped), or a JSON object with "prompt" (text) or "prompt_ids" (ids in [0, vocab)). Text
+// is encoded as the runtime encodes a completion prompt (BOS when the tokenizer adds one,
+// special-token strings as plain text). Errors name the file and line.
+StatusOr<std::vector<std::vector<int32_t>>> read_calibration_prompts(const std::string& path,
+                                                                     const ModelSource& src);
+
+struct CheckpointCalibration {
+  std::string prompts_path;
+  float margin = KvCalibrationOptions{}.margin;
+};
+
+// Reads the prompts and calibrates the source model's K/V scales (source "calibration").
+StatusOr<KvScales> calibrate_checkpoint_kv_scales(const ModelSource& src, const CheckpointCalibration& cal);
+
+// The checkpoint tensor names the scales are written under (what kv_scales_from_checkpoint
+// and vLLM read): model.layers.N.self_attn.k_scale / v_scale.
+std::string kv_scale_tensor_name(int64_t layer, bool value);
+
+}  // namespace lancet::cli

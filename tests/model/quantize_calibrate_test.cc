@@ -1,0 +1,288 @@
+// `lancet quantize --fp8 --calibrate PROMPTS`: the written checkpoint carries one F32 scalar
+// k_scale / v_scale per layer (read here straight from the safetensors header, not through
+// our reader) equal to calibrate_kv_scales run in-process on the source with the same prompts
+// and margin; config.json gets the compressed-tensors static kv_cache_scheme; loading the
+// output with an FP8 KV cache uses those scales (model level, and the runtime through
+// `lancet generate --kv-cache-dtype fp8`). The real model (SmolLM2 GGUF) goes through the
+// text route: its prompts are tokenized by the GGUF's own tokenizer.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "backend/backend.h"
+#include "io/model_source.h"
+#include "model/golden_eval.h"
+#include "model/kv_calibration.h"
+#include "model/llama_model.h"
+#include "model/precision_eval.h"
+#include "model/step.h"
+#include "test_paths.h"
+
+namespace lancet {
+namespace {
+
+using nlohmann::json;
+
+std::string ids_line(const std::vector<int32_t>& ids) { return json{{"prompt_ids", ids}}.dump(); }
+
+// Random-id prompts of a few lengths (the fixtures ship no tokenizer).
+std::vector<std::vector<int32_t>> fixture_prompts() {
+  std::vector<int32_t> a = kv_calibration_random_tokens(1024, 180);
+  return {std::vector<int32_t>(a.begin(), a.begin() + 7), std::vector<int32_t>(a.begin() + 7, a.begin() + 120),
+          std::vector<int32_t>(a.begin() + 120, a.end())};
+}
+
+// name -> value of every F32 scalar tensor called *.k_scale / *.v_scale in the checkpoint's
+// safetensors files, parsed from the raw header (the format's spec: u64 length, JSON, data).
+std::map<std::string, float> raw_kv_scales(const std::string& dir) {
+  std::map<std::string, float> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() != ".safetensors") continue;
+    std::ifstream f(e.path(), std::ios::binary);
+    uint64_t n = 0;
+    f.read(reinterpret_cast<char*>(&n), 8);
+    std::string hdr(n, '\0');
+    f.read(hdr.data(), static_cast<std::streamsize>(n));
+    const json h = json::parse(hdr);
+    for (const auto& [name, t] : h.items()) {
+      if (name.size() < 8 || (name.substr(name.size() - 8) != ".k_scale" && name.substr(name.size() - 8) != ".v_scale"))
+        continue;
+      EXPECT_EQ(t["dtype"], "F32") << name;
+      EXPECT_EQ(t["shape"], json::array()) << name << ": scalar, as vLLM's k_scale/v_scale parameters";
+      const uint64_t off = t["data_offsets"][0].get<uint64_t>();
+      EXPECT_EQ(t["data_offsets"][1].get<uint64_t>() - off, 4u) << name;
+      float v = 0.f;
+      f.seekg(static_cast<std::streamoff>(8 + n + off));
+      f.read(reinterpret_cast<char*>(&v), 4);
+      out[name] = v;
+    }
+  }
+  return out;
+}
+
+StatusOr<KvScales> in_process_scales(const ModelSource& src, const std::vector<std::vector<int32_t>>& prompts,
+                                     float margin) {
+  ASSIGN_OR_RETURN(auto be, make_backend("cpu"));
+  ASSIGN_OR_RETURN(auto model, LlamaModel::create(src, *be, {}));
+  KvCalibrationOptions co;
+  co.margin = margin;
+  return calibrate_kv_scales(*model, *be, prompts, co);
+}
+
+void expect_rel_near(float got, float want, const std::string& what) {
+  EXPECT_TRUE(std::isfinite(got) && got > 0.f) << what << " = " << got;
+  EXPECT_LE(std::fabs(got - want), 1e-6f * std::fabs(want)) << what << ": " << got << " vs " << want;
+}
+
+struct CalibCase {
+  const char* name;
+  const char* fixture;
+  const char* extra_flags;  // e.g. sharded output
+  float margin;
+};
+
+class QuantizeCalibrate : public ::testing::TestWithParam<CalibCase> {};
+
+TEST_P(QuantizeCalibrate, WritesScalesOfTheSourceModelAndTheRuntimeUsesThem) {
+  const CalibCase c = GetParam();
+  const std::string dir = testing::fixture_dir(c.fixture);
+  const std::string tmp = testing::make_temp_dir();
+  const auto prompts = fixture_prompts();
+  {
+    std::ofstream f(tmp + "/prompts.jsonl");
+    f << "# calibration prompts\n";
+    for (const auto& p : prompts) f << ids_line(p) << "\n";
+  }
+  const std::string out = tmp + "/fp8";
+  std::string log;
+  char margin[32];
+  std::snprintf(margin, sizeof(margin), "%g", c.margin);
+  ASSERT_EQ(testing::run_command(testing::lancet_binary() + " quantize --fp8 " + c.extra_flags + " --calibrate " + tmp +
+                                     "/prompts.jsonl --calibrate-margin " + margin + " " + dir + " " + out + " 2>&1",
+                                 &log),
+            0)
+      << log;
+  EXPECT_NE(log.find("static KV cache scales"), std::string::npos) << log;
+
+  // (a) one scalar per layer and kind, equal to the in-process calibration of the source.
+  auto src = open_model_source(dir);
+  ASSERT_TRUE(src.ok());
+  const int64_t L = (*src)->config().num_layers;
+  auto want = in_process_scales(**src, prompts, c.margin);
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+  const std::map<std::string, float> raw = raw_kv_scales(out);
+  EXPECT_EQ(raw.size(), static_cast<size_t>(2 * L));
+  for (int64_t l = 0; l < L; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".self_attn.";
+    ASSERT_TRUE(raw.count(p + "k_scale") && raw.count(p + "v_scale")) << p;
+    expect_rel_near(raw.at(p + "k_scale"), want->k[l], p + "k_scale");
+    expect_rel_near(raw.at(p + "v_scale"), want->v[l], p + "v_scale");
+    EXPECT_NE(raw.at(p + "k_scale"), raw.at(p + "v_scale"));
+  }
+  // A different margin would have given different scales: the flag reaches the calibration.
+  auto other = in_process_scales(**src, prompts, c.margin * 2);
+  ASSERT_TRUE(other.ok());
+  EXPECT_GT(std::fabs(other->k[0] - raw.at("model.layers.0.self_attn.k_scale")), 1e-3f * other->k[0]);
+
+  // config.json: compressed-tensors' static per-tensor FP8 kv_cache_scheme.
+  const json cfg = json::parse(std::ifstream(out + "/config.json"));
+  const json& kv = cfg["quantization_config"]["kv_cache_scheme"];
+  EXPECT_EQ(kv["num_bits"], 8);
+  EXPECT_EQ(kv["type"], "float");
+  EXPECT_EQ(kv["strategy"], "tensor");
+  EXPECT_EQ(kv["dynamic"], false);
+  EXPECT_EQ(kv["symmetric"], true);
+  if (std::string(c.extra_flags).find("max-shard-size") != std::string::npos) {
+    const json idx = json::parse(std::ifstream(out + "/model.safetensors.index.json"));
+    for (int64_t l = 0; l < L; ++l) {
+      const std::string p = "model.layers." + std::to_string(l) + ".self_attn.";
+      EXPECT_EQ(idx["weight_map"][p + "k_scale"], idx["weight_map"][p + "k_proj.weight"]) << p;
+      EXPECT_EQ(idx["weight_map"][p + "v_scale"], idx["weight_map"][p + "k_proj.weight"]) << p;
+    }
+  }
+
+  // (b) the loader: checkpoint scales, kv_cache_fp8 set, and an FP8 cache with them runs the
+  // fixture's golden prompt close to the f32 cache.
+  auto q = open_model_source(out);
+  ASSERT_TRUE(q.ok()) << q.status().to_string();
+  EXPECT_TRUE((*q)->config().quant.kv_cache_fp8);
+  auto ck = kv_scales_from_checkpoint(**q);
+  ASSERT_TRUE(ck.ok() && ck->has_value()) << ck.status().to_string();
+  EXPECT_EQ((*ck)->source, "checkpoint");
+  for (int64_t l = 0; l < L; ++l) {
+    expect_rel_near((*ck)->k[l], want->k[l], "loaded k_scale");
+    expect_rel_near((*ck)->v[l], want->v[l], "loaded v_scale");
+  }
+  auto be = make_backend("cpu");
+  ASSERT_TRUE(be.ok());
+  LlamaModelOptions mo;
+  mo.max_model_len = 1024;
+  auto model = LlamaModel::create(**q, **be, mo);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  PrecisionEvalConfig pc;
+  pc.kv_k_scales = (*ck)->k;
+  pc.kv_v_scales = (*ck)->v;
+  const std::vector<int32_t>& ids = prompts[2];
+  auto f32 = sequence_logits(**model, **be, ids, DType::kF32, 16, 0);
+  auto fp8 = sequence_logits(**model, **be, ids, DType::kF8E4M3, 16, 0, &pc);
+  ASSERT_TRUE(f32.ok() && fp8.ok()) << fp8.status().to_string();
+  LogitAgreement ag;
+  const int64_t V = (*q)->config().vocab_size;
+  accumulate_agreement(f32->data(), fp8->data(), static_cast<int64_t>(ids.size()), V, &ag);
+  // Random-weight fixtures amplify KV rounding (docs/FP8.md: worst cosine 0.984); measured
+  // here: mean cosine 0.9915 (tiny-llama32) and 0.9962 (tiny-llama3).
+  std::printf("  %s: fp8 vs f32 KV with the written scales: mean cosine %.5f, top-1 %.3f\n", c.fixture,
+              ag.mean_cosine, ag.top1_agreement());
+  EXPECT_GE(ag.mean_cosine, 0.98) << c.fixture;
+  EXPECT_LT(ag.mean_cosine, 1.0 - 1e-9) << "the FP8 cache changed nothing: scales not applied?";
+
+  // The runtime (generate --kv-cache-dtype fp8) reports the checkpoint's scales, no calibration.
+  std::string glog;
+  ASSERT_EQ(testing::run_command(testing::lancet_binary() + " generate --model " + out +
+                                     " --kv-cache-dtype fp8 --max-model-len 256 --max-tokens 2 --prompt-ids 1,5,9 2>&1",
+                                 &glog),
+            0)
+      << glog;
+  KvScales expect = **ck;
+  expect.source = "checkpoint";
+  EXPECT_NE(glog.find("fp8 kv cache scales (checkpoint): " + format_kv_scales(expect)), std::string::npos) << glog;
+  EXPECT_EQ(glog.find("calibrated on"), std::string::npos) << glog;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, QuantizeCalibrate,
+                         ::testing::Values(CalibCase{"TinyLlama32", "tiny-llama32", "", 1.5f},
+                                           CalibCase{"TinyLlama3Sharded", "tiny-llama3", "--max-shard-size 0.0005", 1.25f}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// Independent token ids for the text route: the PyPI `tokenizers` package over the GGUF's
+// vocabulary and merges (SmolLM2 adds no BOS), one comma-separated line per text of the JSON
+// list in argv[2].
+const char* kTokenize = R"PY(
+import sys, json, gguf
+from tokenizers import Tokenizer, models, pre_tokenizers
+r = gguf.GGUFReader(sys.argv[1])
+def arr(k):
+    f = r.fields[k]; return [bytes(f.parts[i]) for i in f.data]
+toks = [t.decode("utf-8") for t in arr("tokenizer.ggml.tokens")]
+merges = [tuple(m.decode("utf-8").split(" ")) for m in arr("tokenizer.ggml.merges")]
+tk = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(toks)}, merges=merges))
+tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+for text in json.load(open(sys.argv[2])):
+    print(",".join(str(i) for i in tk.encode(text).ids))
+)PY";
+
+TEST(QuantizeCalibrateSmolLM2, TextPromptsUseTheGgufTokenizer) {
+  const std::string gguf = testing::default_model();
+  if (gguf.empty()) GTEST_SKIP() << "default model not downloaded (tools/fetch_model.sh)";
+  const std::string tmp = testing::make_temp_dir();
+  // Plain text, a JSON "prompt", a text line with a \n escape, and ids, mixed in one file.
+  const std::vector<std::string> texts = {
+      "The lighthouse keeper climbed the stairs every evening to check the lamp and the oil.",
+      "def area(r):\n    return 3.14159 * r * r",
+      "Dear Sam,\nthe meeting moved to Tuesday at 10:30; bring the Q3 numbers."};
+  const std::vector<int32_t> raw_ids = {504, 3575, 282, 4649, 314, 7042, 28, 284, 260, 3575};
+  {
+    std::ofstream f(tmp + "/prompts.txt");
+    f << texts[0] << "\n# a comment line\n"
+      << json{{"prompt", texts[1]}}.dump() << "\n"
+      << "Dear Sam,\\nthe meeting moved to Tuesday at 10:30; bring the Q3 numbers.\n\n"
+      << ids_line(raw_ids) << "\n";
+    std::ofstream(tmp + "/texts.json") << json(texts).dump();
+    std::ofstream(tmp + "/tok.py") << kTokenize;
+  }
+  std::string tok_out;
+  ASSERT_EQ(testing::run_command(testing::python() + " " + tmp + "/tok.py " + gguf + " " + tmp + "/texts.json 2>&1",
+                                 &tok_out),
+            0)
+      << tok_out;
+  std::vector<std::vector<int32_t>> prompts;
+  std::istringstream lines(tok_out);
+  for (std::string line; std::getline(lines, line);) {
+    std::vector<int32_t> v;
+    std::istringstream f(line);
+    for (std::string t; std::getline(f, t, ',');) v.push_back(std::stoi(t));
+    prompts.push_back(v);
+  }
+  ASSERT_EQ(prompts.size(), texts.size()) << tok_out;
+  prompts.push_back(raw_ids);
+
+  const std::string out = tmp + "/fp8";
+  std::string log;
+  ASSERT_EQ(testing::run_command(testing::lancet_binary() + " quantize --fp8 --calibrate " + tmp + "/prompts.txt " +
+                                     gguf + " " + out + " 2>&1",
+                                 &log),
+            0)
+      << log;
+  auto src = open_model_source(gguf);
+  ASSERT_TRUE(src.ok());
+  auto want = in_process_scales(**src, prompts, KvCalibrationOptions{}.margin);
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+  const std::map<std::string, float> raw = raw_kv_scales(out);
+  const int64_t L = (*src)->config().num_layers;
+  ASSERT_EQ(raw.size(), static_cast<size_t>(2 * L));
+  for (int64_t l = 0; l < L; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".self_attn.";
+    expect_rel_near(raw.at(p + "k_scale"), want->k[l], p + "k_scale");
+    expect_rel_near(raw.at(p + "v_scale"), want->v[l], p + "v_scale");
+  }
+  // Dropping a prompt changes some layer's absmax: every prompt reached the calibration.
+  auto fewer = in_process_scales(**src, {prompts[0], prompts[1], prompts[3]}, KvCalibrationOptions{}.margin);
+  ASSERT_TRUE(fewer.ok());
+  EXPECT_TRUE(fewer->k != want->k || fewer->v != want->v);
+  auto q = open_model_source(out);
+  ASSERT_TRUE(q.ok()) << q.status().to_string();
+  auto ck = kv_scales_from_checkpoint(**q);
+  ASSERT_TRUE(ck.ok() && ck->has_value());
+  EXPECT_EQ((*ck)->source, "checkpoint");
+  std::printf("  SmolLM2 static scales: %s\n", format_kv_scales(**ck).c_str());
+}
+
+}  // namespace
+}  // namespace lancet
