@@ -46,17 +46,7 @@ StatusOr<std::vector<std::string>> read_prompt_lines(const std::string& path) {
   for (std::string line; std::getline(ss, line);) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty() || line[0] == '#') continue;
-    // "\n" in a line stands for a newline (code and dialogue prompts).
-    std::string p;
-    for (size_t i = 0; i < line.size(); ++i) {
-      if (line[i] == '\\' && i + 1 < line.size() && line[i + 1] == 'n') {
-        p += '\n';
-        ++i;
-      } else {
-        p += line[i];
-      }
-    }
-    out.push_back(p);
+    out.push_back(unescape_newlines(line));  // "\n" stands for a newline
   }
   if (out.empty()) return InvalidArgument(path + ": no prompts (one per line)");
   return out;

@@ -15,24 +15,6 @@
 #include "tokenizer/model_tokenizer.h"
 
 namespace lancet::cli {
-namespace {
-
-// "\n" in a text line stands for a newline (code and dialogue prompts), as in eval-precision's
-// prompt files.
-std::string unescape_newlines(const std::string& line) {
-  std::string p;
-  for (size_t i = 0; i < line.size(); ++i) {
-    if (line[i] == '\\' && i + 1 < line.size() && line[i + 1] == 'n') {
-      p += '\n';
-      ++i;
-    } else {
-      p += line[i];
-    }
-  }
-  return p;
-}
-
-}  // namespace
 
 StatusOr<std::vector<std::vector<int32_t>>> read_calibration_prompts(const std::string& path,
                                                                      const ModelSource& src) {
@@ -62,7 +44,7 @@ StatusOr<std::vector<std::vector<int32_t>>> read_calibration_prompts(const std::
     const size_t first = line.find_first_not_of(" \t");
     if (first == std::string::npos) continue;
     if (line[first] != '{') {
-      ASSIGN_OR_RETURN(std::vector<int32_t> ids, encode(where, unescape_newlines(line)));
+      ASSIGN_OR_RETURN(std::vector<int32_t> ids, encode(where, lancet::unescape_newlines(line)));
       out.push_back(std::move(ids));
       continue;
     }

@@ -30,4 +30,18 @@ StatusOr<std::string> read_text_file(const std::string& path, uint64_t max_bytes
   return out;
 }
 
+std::string unescape_newlines(const std::string& line) {
+  std::string p;
+  p.reserve(line.size());
+  for (size_t i = 0; i < line.size(); ++i) {
+    if (line[i] == '\\' && i + 1 < line.size() && line[i + 1] == 'n') {
+      p += '\n';
+      ++i;
+    } else {
+      p += line[i];
+    }
+  }
+  return p;
+}
+
 }  // namespace lancet

@@ -15,4 +15,8 @@ constexpr uint64_t kMaxTextFileBytes = 256ull << 20;
 StatusOr<std::string> read_text_file(const std::string& path,
                                      uint64_t max_bytes = kMaxTextFileBytes);
 
+// A prompt-file line with each two-character "\\n" turned into a newline (prompt files keep one
+// prompt per line, so code and dialogue spell their line breaks that way).
+std::string unescape_newlines(const std::string& line);
+
 }  // namespace lancet

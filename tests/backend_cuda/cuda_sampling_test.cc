@@ -13,6 +13,7 @@
 
 #include "cuda_test_util.h"
 #include "engine/engine.h"
+#include "engine/engine_run_util.h"
 #include "engine/llama_executor.h"
 #include "engine/sampler.h"
 #include "io/model_source.h"
@@ -219,40 +220,8 @@ TEST(CudaSampling, EdgeCases) {
   EXPECT_TRUE(g->sample_rows(d.as<float>(), 3, vocab, std::span<const DeviceSampleRow>(&bad, 1), &t).ok());
 }
 
-// Forwards execute() only: the same model run without device sampling.
-class HostOnly : public ModelExecutor {
- public:
-  explicit HostOnly(ModelExecutor& m) : m_(m) {}
-  int64_t vocab_size() const override { return m_.vocab_size(); }
-  int32_t block_size() const override { return m_.block_size(); }
-  int64_t num_blocks() const override { return m_.num_blocks(); }
-  Status execute(std::span<const SeqStepInput> batch, std::vector<float>* logits) override {
-    return m_.execute(batch, logits);
-  }
-
- private:
-  ModelExecutor& m_;
-};
-
 std::vector<std::vector<int32_t>> run_engine(ModelExecutor& exec, const std::vector<GenerationRequest>& reqs) {
-  EngineConfig cfg;
-  cfg.scheduler = {.max_num_batched_tokens = 512, .max_num_seqs = 64, .max_model_len = 1024};
-  Engine engine(cfg, &exec);
-  std::map<int64_t, size_t> index;
-  for (const auto& q : reqs) {
-    auto id = engine.add_request(q);
-    EXPECT_TRUE(id.ok()) << id.status().to_string();
-    if (id.ok()) index[*id] = index.size();
-  }
-  std::vector<std::vector<int32_t>> out(reqs.size());
-  for (int guard = 0; engine.has_work() && guard < 10000; ++guard) {
-    auto ev = engine.step();
-    EXPECT_TRUE(ev.ok() && engine.last_error().ok()) << engine.last_error().to_string();
-    if (!ev.ok()) break;
-    for (const auto& e : *ev)
-      if (e.token >= 0) out[index.at(e.request_id)].push_back(e.token);
-  }
-  return out;
+  return run_engine_to_end(exec, reqs, {.max_num_batched_tokens = 512, .max_num_seqs = 64, .max_model_len = 1024});
 }
 
 TEST(CudaSampling, EngineOnTinyModelMatchesHostSampling) {
@@ -280,7 +249,7 @@ TEST(CudaSampling, EngineOnTinyModelMatchesHostSampling) {
     if (i % 6 == 5) q.params.logprobs = 1;  // host rows in the same steps
     reqs.push_back(q);
   }
-  HostOnly host(exec);
+  HostOnlyExecutor host(exec);
   const auto want = run_engine(host, reqs);
   const auto got = run_engine(exec, reqs);
   int same = 0;

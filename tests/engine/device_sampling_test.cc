@@ -12,6 +12,7 @@
 #include <random>
 #include <set>
 
+#include "engine/engine_run_util.h"
 #include "engine/llama_executor.h"
 #include "io/model_source.h"
 #include "test_paths.h"
@@ -22,20 +23,7 @@ namespace {
 constexpr int64_t kVocab = 8;
 constexpr int32_t kEos = 7;
 
-// Logit of v after ctx: a hash of the last two tokens and of the context's sum mod 3 (few
-// states, so outputs loop and n-gram drafts get accepted).
-float logit(const std::vector<int32_t>& ctx, int32_t v) {
-  uint64_t h = 1469598103934665603ull;
-  const size_t n = ctx.size();
-  int64_t sum = 0;
-  for (int32_t t : ctx) sum += t;
-  for (int32_t t : {n >= 2 ? ctx[n - 2] : -1, n >= 1 ? ctx[n - 1] : -1, static_cast<int32_t>(sum % 3), v})
-    h = (h ^ static_cast<uint64_t>(t + 11)) * 1099511628211ull;
-  h ^= h >> 29;
-  h *= 0xbf58476d1ce4e5b9ull;
-  h ^= h >> 32;
-  return static_cast<float>(h % 100000) / 100000.0f * 4.0f;
-}
+float logit(const std::vector<int32_t>& ctx, int32_t v) { return testing::looping_logit(ctx, v, 0, 4.0f); }
 
 class FakeModel : public ModelExecutor {
  public:
@@ -352,40 +340,8 @@ class SamplingCpuBackend : public Backend {
   std::unique_ptr<Backend> cpu_;
 };
 
-// Forwards execute() only: the same model without device sampling.
-class HostOnly : public ModelExecutor {
- public:
-  explicit HostOnly(ModelExecutor& m) : m_(m) {}
-  int64_t vocab_size() const override { return m_.vocab_size(); }
-  int32_t block_size() const override { return m_.block_size(); }
-  int64_t num_blocks() const override { return m_.num_blocks(); }
-  Status execute(std::span<const SeqStepInput> batch, std::vector<float>* logits) override {
-    return m_.execute(batch, logits);
-  }
-
- private:
-  ModelExecutor& m_;
-};
-
 std::vector<std::vector<int32_t>> run_executor(ModelExecutor& exec, const std::vector<GenerationRequest>& reqs) {
-  EngineConfig cfg;
-  cfg.scheduler = {.max_num_batched_tokens = 64, .max_num_seqs = 16, .max_model_len = 512};
-  Engine engine(cfg, &exec);
-  std::map<int64_t, size_t> index;
-  for (const auto& q : reqs) {
-    auto id = engine.add_request(q);
-    EXPECT_TRUE(id.ok()) << id.status().to_string();
-    if (id.ok()) index[*id] = index.size();
-  }
-  std::vector<std::vector<int32_t>> out(reqs.size());
-  for (int guard = 0; engine.has_work() && guard < 10000; ++guard) {
-    auto ev = engine.step();
-    EXPECT_TRUE(ev.ok() && engine.last_error().ok()) << engine.last_error().to_string();
-    if (!ev.ok()) break;
-    for (const auto& e : *ev)
-      if (e.token >= 0) out[index.at(e.request_id)].push_back(e.token);
-  }
-  return out;
+  return testing::run_engine_to_end(exec, reqs, {.max_num_batched_tokens = 64, .max_num_seqs = 16, .max_model_len = 512});
 }
 
 TEST(DeviceSampling, LlamaModelSamplesInPlaceAndCopiesOnlyHostRows) {
@@ -413,7 +369,7 @@ TEST(DeviceSampling, LlamaModelSamplesInPlaceAndCopiesOnlyHostRows) {
     if (i % 4 == 1) q.params.logprobs = 0;  // host rows between device rows
     reqs.push_back(q);
   }
-  HostOnly host(exec);
+  testing::HostOnlyExecutor host(exec);
   const auto want = run_executor(host, reqs);
   const size_t host_bytes = be.copied_bytes;
   EXPECT_EQ(be.sampled_rows, 0);

@@ -12,24 +12,15 @@
 #include <map>
 #include <random>
 
+#include "engine/engine_run_util.h"
+
 namespace lancet {
 namespace {
 
 constexpr int64_t kVocab = 8;
 
-// Logit of v after ctx: a hash of the last two tokens and of the whole context's sum mod 3.
-// Few states, so greedy output falls into loops that n-gram lookup can predict.
 float logit(const std::vector<int32_t>& ctx, int32_t v, uint64_t salt) {
-  uint64_t h = 1469598103934665603ull ^ salt;
-  const size_t n = ctx.size();
-  int64_t sum = 0;
-  for (int32_t t : ctx) sum += t;
-  for (int32_t t : {n >= 2 ? ctx[n - 2] : -1, n >= 1 ? ctx[n - 1] : -1, static_cast<int32_t>(sum % 3), v})
-    h = (h ^ static_cast<uint64_t>(t + 11)) * 1099511628211ull;
-  h ^= h >> 29;
-  h *= 0xbf58476d1ce4e5b9ull;
-  h ^= h >> 32;
-  return static_cast<float>(h % 100000) / 100000.0f * 6.0f;
+  return testing::looping_logit(ctx, v, salt, 6.0f);
 }
 
 class FakeModel : public ModelExecutor {
