@@ -124,7 +124,7 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::create(const RuntimeConfig& config) 
     // With --quantization fp8 the dummy weights are made in FP8 directly (as an FP8 checkpoint
     // would hold them), so a 70B shape fits in host memory on its way to the GPU.
     DummySourceOptions dopts;
-    dopts.fp8_linear = config.quantization == "fp8" && config.tensor_parallel_size == 1;
+    dopts.fp8_linear = config.quantization == "fp8";  // validate() keeps fp8 off tensor parallelism
     ASSIGN_OR_RETURN(rt->source_, open_dummy_source(config.model, dopts));
   } else {
     ASSIGN_OR_RETURN(rt->source_, open_model_source(config.model));
