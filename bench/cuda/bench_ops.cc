@@ -100,12 +100,15 @@ void bench_matmul(Backend& be, const char* name, int64_t m, int64_t k, bool fp8 
 }
 
 // One sequence layout in the cache: contiguous block ids per sequence.
-void bench_attention(Backend& be, int64_t batch, int64_t ctx, int64_t q_len) {
+void bench_attention(Backend& be, int64_t batch, int64_t ctx, int64_t q_len, DType kv = DType::kBF16) {
   const int64_t H = 32, KH = 8, D = 128, bs = 16;
   const int64_t blocks_per_seq = (ctx + bs - 1) / bs, num_blocks = batch * blocks_per_seq;
-  const size_t cache_bytes = static_cast<size_t>(num_blocks * bs * KH * D) * 2;
+  const size_t cache_bytes = static_cast<size_t>(num_blocks * bs * KH * D) * dtype_info(kv).block_bytes;
   Buffer kc = dev_alloc(be, cache_bytes), vc = dev_alloc(be, cache_bytes);
-  KvCacheLayer cache{DType::kBF16, num_blocks, bs, KH, D, kc.data(), vc.data()};
+  // A zeroed cache: no NaN or inf patterns in the timed data.
+  die(be.zero(kc.data(), cache_bytes), "zero");
+  die(be.zero(vc.data(), cache_bytes), "zero");
+  KvCacheLayer cache{kv, num_blocks, bs, KH, D, kc.data(), vc.data()};
   std::vector<int32_t> qstart{0}, lens, tables(static_cast<size_t>(batch * blocks_per_seq));
   std::iota(tables.begin(), tables.end(), 0);
   for (int64_t s = 0; s < batch; ++s) {
@@ -123,7 +126,8 @@ void bench_attention(Backend& be, int64_t batch, int64_t ctx, int64_t q_len) {
                        dl.as<int32_t>(), dt.as<int32_t>(), out.as<float>()};
   const int reps = q_len == 1 ? 50 : 3;
   const double s = time_per_call(be, reps, [&](int) { die(be.paged_attention(a, cache), "attention"); });
-  const std::string label = "b=" + std::to_string(batch) + " ctx=" + std::to_string(ctx) + " q=" + std::to_string(q_len);
+  const std::string label = "b=" + std::to_string(batch) + " ctx=" + std::to_string(ctx) + " q=" +
+                            std::to_string(q_len) + (kv == DType::kBF16 ? "" : std::string(" ") + dtype_name(kv));
   if (q_len == 1) {
     const double bytes = static_cast<double>(cache_bytes) * 2 * (static_cast<double>(ctx) / (blocks_per_seq * bs));
     row("attn-dec", label, s * 1e6, bytes / s / 1e9, "GB/s", kCopyGBs);
@@ -134,25 +138,34 @@ void bench_attention(Backend& be, int64_t batch, int64_t ctx, int64_t q_len) {
   }
 }
 
+void bench_matmuls(Backend& be) {
+  // Llama-3-8B projections (q, k/v, o, gate/up, down) and the lm_head.
+  bench_matmul(be, "q/o_proj", 4096, 4096);
+  bench_matmul(be, "k/v_proj", 1024, 4096);
+  bench_matmul(be, "gate/up_proj", 14336, 4096);
+  bench_matmul(be, "down_proj", 4096, 14336);
+  bench_matmul(be, "lm_head", 128256, 4096);
+  bench_matmul(be, "q/o_proj", 4096, 4096, true);
+  bench_matmul(be, "gate/up_proj", 14336, 4096, true);
+  bench_matmul(be, "down_proj", 4096, 14336, true);
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // `bench_ops attn` runs the attention cases only.
+  const bool attn_only = argc > 1 && std::string(argv[1]) == "attn";
   auto be = make_backend("cuda");
   die(be.status(), "cuda backend");
   std::printf("%-10s %-34s %13s %18s\n", "op", "case", "time", "achieved");
-  // Llama-3-8B projections (q, k/v, o, gate/up, down) and the lm_head.
-  bench_matmul(**be, "q/o_proj", 4096, 4096);
-  bench_matmul(**be, "k/v_proj", 1024, 4096);
-  bench_matmul(**be, "gate/up_proj", 14336, 4096);
-  bench_matmul(**be, "down_proj", 4096, 14336);
-  bench_matmul(**be, "lm_head", 128256, 4096);
-  bench_matmul(**be, "q/o_proj", 4096, 4096, true);
-  bench_matmul(**be, "gate/up_proj", 14336, 4096, true);
-  bench_matmul(**be, "down_proj", 4096, 14336, true);
-  for (int64_t ctx : {int64_t{1024}, int64_t{8192}, int64_t{32768}}) bench_attention(**be, 1, ctx, 1);
+  if (!attn_only) bench_matmuls(**be);
+  for (int64_t ctx : {int64_t{1024}, int64_t{8192}, int64_t{32768}, int64_t{131072}}) bench_attention(**be, 1, ctx, 1);
+  bench_attention(**be, 1, 131072, 1, DType::kF8E4M3);
   bench_attention(**be, 64, 1024, 1);
   bench_attention(**be, 256, 2048, 1);
+  bench_attention(**be, 256, 2048, 1, DType::kF8E4M3);
   bench_attention(**be, 1, 4096, 4096);
   bench_attention(**be, 1, 32768, 2048);
+  bench_attention(**be, 1, 131072, 256);
   return 0;
 }

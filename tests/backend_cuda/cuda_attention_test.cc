@@ -1,7 +1,8 @@
 // kv_write and varlen paged attention on the GPU against the CPU backend (itself checked
 // against a contiguous per-sequence reference in tests/backend): decode batches (the split-KV
 // path), prefill chunks with earlier chunks cached, whole prefills, mixed batches, contexts up
-// to 9000, block sizes 1 and 16, head_dim 64 and 128, GQA 1..12, f32 and bf16 caches.
+// to 9000, block sizes 1 and 16, head_dim 64 and 128, GQA 1..20, f32, bf16 and fp8 caches, the
+// CUDA-core kernel (exact precision) and the tensor-core kernels (fast precision).
 // Both backends read the same cache values and accumulate in f32, so only summation order
 // differs: NMSE bound 1e-9 for either cache dtype. kv_write must be bit-exact.
 #include <algorithm>
@@ -116,7 +117,10 @@ void run_attention(const Geometry& geo, int64_t block_size, DType kv_dtype, cons
   // ulps of f32 apart).
   // Tensor cores: Q, K, V and P rounded to BF16 (relative error 2^-9 each) give an NMSE of
   // about 1e-5 on these random inputs; the bound leaves room for longer contexts.
-  const bool flash = precision == ActivationPrecision::kFast && T >= 64 && T >= 4 * S;
+  // In the fast mode every row of a bf16 or fp8 cache runs on tensor cores (prompt chunks in
+  // the prefill kernel, the rest in the decode kernel); f32 caches keep the CUDA-core decode.
+  const bool flash = precision == ActivationPrecision::kFast &&
+                     ((T >= 64 && T >= 4 * S) || kv_dtype != DType::kF32);
   expect_nmse(to_host<float>(*g, *dout, ref.size()), ref, flash ? 1e-4 : fp8 ? 1e-8 : 1e-9,
               what + (flash ? " (tensor cores)" : ""));
 }
@@ -168,7 +172,11 @@ TEST(CudaAttention, Fp8CacheMatchesDequantizedReference) {
 }
 
 TEST(CudaAttention, TensorCorePrefillMatchesReference) {
-  for (const Geometry& geo : kGeometries)
+  // bf16 and fp8 caches take the GQA-packed kernel (the 257-token chunk at 8743 keys also its
+  // split-KV path), f32 caches the per-head kernel.
+  std::vector<Geometry> geos(std::begin(kGeometries), std::end(kGeometries));
+  geos.push_back({40, 2, 128});  // GQA 20: 6 tokens per CTA, 8 padding rows
+  for (const Geometry& geo : geos)
     for (int64_t bs : {1, 16})
       for (DType dt : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
         run_attention(geo, bs, dt, {{0, 64}}, 21, ActivationPrecision::kFast);
@@ -177,6 +185,25 @@ TEST(CudaAttention, TensorCorePrefillMatchesReference) {
         // Several sequences, ragged tiles, a decode row riding along.
         run_attention(geo, bs, dt, {{0, 100}, {5, 1}, {300, 64}, {17, 130}}, 24, ActivationPrecision::kFast);
       }
+}
+
+TEST(CudaAttention, TensorCoreDecodeMatchesReference) {
+  std::vector<Geometry> geos(std::begin(kGeometries), std::end(kGeometries));
+  geos.push_back({40, 2, 128});  // GQA 20: two CTAs of 16 and 4 heads per KV head
+  for (const Geometry& geo : geos)
+    for (int64_t bs : {1, 16})
+      for (DType dt : {DType::kBF16, DType::kF8E4M3}) {
+        run_attention(geo, bs, dt, {{0, 1}}, 31, ActivationPrecision::kFast);
+        run_attention(geo, bs, dt, {{8999, 1}}, 32, ActivationPrecision::kFast);  // split-KV
+        run_attention(geo, bs, dt, {{5, 1}, {700, 1}, {4096, 1}, {96, 1}, {1, 1}, {2999, 1}, {8191, 1}}, 33,
+                      ActivationPrecision::kFast);
+        // Verification-style rows (k + 1 tokens per sequence) and a short chunk.
+        run_attention(geo, bs, dt, {{300, 5}, {17, 3}, {0, 2}, {1000, 12}}, 34, ActivationPrecision::kFast);
+      }
+  std::vector<SeqSpec> many;
+  for (int i = 0; i < 64; ++i) many.push_back({static_cast<int64_t>(37 * i + 3), 1});
+  for (DType dt : {DType::kBF16, DType::kF8E4M3})
+    run_attention({32, 8, 128}, 16, dt, many, 35, ActivationPrecision::kFast);
 }
 
 TEST(CudaAttention, MixedBatch) {
@@ -194,6 +221,12 @@ TEST(CudaAttention, SanitizerSized) {
     for (int64_t bs : {1, 16})
       for (DType dt : {DType::kF32, DType::kBF16}) run_attention(geo, bs, dt, small, 10);
   run_attention({32, 8, 128}, 16, DType::kBF16, {{599, 1}}, 11);
+  // The tensor-core kernels: decode rows (split and not) and a prompt chunk.
+  for (DType dt : {DType::kBF16, DType::kF8E4M3}) {
+    run_attention({32, 8, 128}, 16, dt, small, 12, ActivationPrecision::kFast);
+    run_attention({9, 3, 64}, 1, dt, small, 13, ActivationPrecision::kFast);
+    run_attention({32, 8, 128}, 16, dt, {{40, 70}}, 14, ActivationPrecision::kFast);
+  }
 }
 
 TEST(CudaAttention, LongPrefill) {

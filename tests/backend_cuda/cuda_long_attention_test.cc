@@ -5,8 +5,8 @@
 // block table poisons the output) through kv_write in chunks. Checks: (a) decode at position
 // 131071 (the split-KV path); (b) the last 512-token prompt chunk, causal; (c) a 256-token
 // chunk at 65536 whose context ends at 65792 while later keys sit in the cache. f32, BF16 and
-// FP8 E4M3 caches; kExact (CUDA-core kernel) and kFast (tensor-core prefill, the default);
-// head_dim 128 with GQA 4 (8 / 2 heads) and GQA 8 (16 / 2).
+// FP8 E4M3 caches; kExact (CUDA-core kernel) and kFast (tensor-core prefill and decode, the
+// default); head_dim 128 with GQA 4 (8 / 2 heads) and GQA 8 (16 / 2).
 //
 // Data: K and V uniform in [-1, 1) rounded to E4M3 codes times power-of-two scales (K 2^-8,
 // V 2^-6), values that f32, BF16 and the FP8 cache all hold exactly, so one reference serves
@@ -423,9 +423,10 @@ void run_long_attention(int64_t num_heads) {
       g->set_activation_precision(prec);
       for (size_t i = 0; i < std::size(kChecks); ++i) {
         const Check& c = kChecks[i];
-        // Decode rows take the CUDA-core kernel in either mode: run them once.
-        if (c.T == 1 && prec == ActivationPrecision::kExact) continue;
-        const bool tensor_cores = prec == ActivationPrecision::kFast && c.T >= 64;
+        // Fast precision: prompt chunks take the tensor-core prefill kernel, decode rows of a
+        // bf16 or fp8 cache the tensor-core decode kernel; everything else the CUDA cores.
+        const bool tensor_cores = prec == ActivationPrecision::kFast && (c.T >= 64 || dt != DType::kF32);
+        if (c.T == 1 && prec == ActivationPrecision::kExact && dt == DType::kF32) continue;  // same kernel as kFast
         const std::string what = std::string("H=") + std::to_string(num_heads) + "/2 " + dtype_name(dt) + " " +
                                  c.name + (tensor_cores ? " (tensor cores)" : " (cuda cores)");
         expect_close(gpu_attention(*g, dc, qs[i], c.T, num_heads, c.context), refs[i],

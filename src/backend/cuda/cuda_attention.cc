@@ -1,6 +1,7 @@
 // KV cache writes and paged attention on the CUDA backend: argument checks that need no
-// device data, the choice between the tensor-core prefill kernel and the CUDA-core kernel, and
-// the latter's split-KV plan (flash decoding) chosen from the grid size.
+// device data, the choice between the tensor-core kernels (prefill chunks, decode rows) and the
+// CUDA-core kernel, and the split-KV plans (flash decoding; split prefill of short chunks late
+// in long contexts) chosen from the grid size.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -28,6 +29,10 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 // Splits of at least this many keys; fewer would cost more in the reduction than they save.
 constexpr int64_t kMinSplitKeys = 64;
 constexpr int64_t kMaxSplits = 64;
+// Prefill chunks split only long contexts, in ranges of at least this many keys, aligned to
+// the prefill kernel's tiles.
+constexpr int64_t kMinPrefillSplitKeys = 2048;
+constexpr int64_t kPrefillSplitAlign = 64;
 
 }  // namespace
 
@@ -57,17 +62,40 @@ Status CudaBackend::paged_attention(const PagedAttentionArgs& a, const KvCacheLa
   if (!aligned16(a.q) || !aligned16(a.out) || !aligned16(c.k) || !aligned16(c.v))
     return InvalidArgument("paged_attention: q, out and the cache must be 16-byte aligned");
 
-  // Prompt chunks go to the tensor cores; decode (and exact precision) to the CUDA-core
-  // kernel below.
-  if (precision_ == ActivationPrecision::kFast && a.num_tokens >= 64 && a.num_tokens >= 4 * a.num_seqs)
-    return launch_status(launch_flash_prefill(a, c, err_word_.as<unsigned>(), ctx_->stream), "paged_attention");
+  // Fast precision: prompt chunks and every other row (decode, verification, short chunks) of a
+  // bf16 or fp8 cache go to the tensor cores; exact precision and f32 caches to the CUDA-core
+  // kernel.
+  const bool fast = precision_ == ActivationPrecision::kFast;
+  const int64_t group = a.num_heads / c.num_kv_heads;
+  const int64_t ctx_bound = a.max_blocks_per_seq * c.block_size;
+  if (fast && a.num_tokens >= 64 && a.num_tokens >= 4 * a.num_seqs) {
+    const int64_t ctas = flash_prefill_gqa_ctas(a.num_tokens, a.num_seqs, group, c.num_kv_heads);
+    if (c.dtype == DType::kF32 || ctas == 0)
+      return launch_status(launch_flash_prefill(a, c, err_word_.as<unsigned>(), ctx_->stream), "paged_attention");
+    // A short chunk late in a long context: split the keys so every multiprocessor works.
+    AttentionPlan plan;
+    if (ctas < num_sms_ && ctx_bound >= 2 * kMinPrefillSplitKeys) {
+      int64_t splits = std::min({(2 * num_sms_ + ctas - 1) / ctas, ctx_bound / kMinPrefillSplitKeys, kMaxSplits});
+      int64_t len = (ctx_bound + splits - 1) / splits;
+      len = (len + kPrefillSplitAlign - 1) / kPrefillSplitAlign * kPrefillSplitAlign;
+      splits = (ctx_bound + len - 1) / len;
+      if (splits > 1) {
+        plan.num_splits = static_cast<int>(splits);
+        plan.split_len = static_cast<int>(len);
+        const int64_t floats = attention_workspace_floats(a.num_tokens, a.num_heads, c.head_dim, plan.num_splits);
+        RETURN_IF_ERROR(ensure_scratch(&attn_partial_, static_cast<size_t>(floats) * sizeof(float)));
+        plan.partial = attn_partial_.as<float>();
+      }
+    }
+    return launch_status(launch_flash_prefill_gqa(a, c, plan, err_word_.as<unsigned>(), ctx_->stream),
+                         "paged_attention");
+  }
+  const bool tensor_decode = fast && c.dtype != DType::kF32;
 
   // Flash decoding when the grid alone would leave most multiprocessors idle.
   AttentionPlan plan;
-  const int64_t per_cta = attention_heads_per_cta(c.head_dim);
-  const int64_t group = a.num_heads / c.num_kv_heads;
+  const int64_t per_cta = tensor_decode ? flash_decode_heads_per_cta() : attention_heads_per_cta(c.head_dim);
   const int64_t base_ctas = a.num_tokens * c.num_kv_heads * ((group + per_cta - 1) / per_cta);
-  const int64_t ctx_bound = a.max_blocks_per_seq * c.block_size;
   if (base_ctas < num_sms_ && ctx_bound >= 2 * kMinSplitKeys) {
     const int64_t want = (2 * num_sms_ + base_ctas - 1) / base_ctas;
     int64_t splits = std::min({want, ctx_bound / kMinSplitKeys, kMaxSplits});
@@ -84,6 +112,8 @@ Status CudaBackend::paged_attention(const PagedAttentionArgs& a, const KvCacheLa
     RETURN_IF_ERROR(ensure_scratch(&attn_partial_, static_cast<size_t>(floats) * sizeof(float)));
     plan.partial = attn_partial_.as<float>();
   }
+  if (tensor_decode)
+    return launch_status(launch_flash_decode(a, c, plan, err_word_.as<unsigned>(), ctx_->stream), "paged_attention");
   return launch_status(launch_paged_attention(a, c, plan, err_word_.as<unsigned>(), ctx_->stream),
                        "paged_attention");
 }

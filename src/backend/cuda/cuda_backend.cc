@@ -78,6 +78,7 @@ StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOpti
 // ---- memory ----
 
 StatusOr<Buffer> CudaBackend::alloc(size_t nbytes) {
+  clear_prepared_input();  // the new buffer may sit where a freed prepared input was
   void* p = nullptr;
   const size_t n = std::max<size_t>(nbytes, 1);
   cudaError_t e = cudaMallocAsync(&p, n, ctx_->stream);
@@ -96,6 +97,7 @@ StatusOr<Buffer> CudaBackend::alloc(size_t nbytes) {
 
 Status CudaBackend::copy_to_device(void* dst, const void* src, size_t nbytes) {
   if (!nbytes) return OkStatus();
+  clear_prepared_input();  // dst may be a prepared FP8 GEMM input
   // From pageable memory this returns once the data is staged, so src may be reused at once.
   LANCET_CUDA_RETURN(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, ctx_->stream), "copy_to_device");
   return OkStatus();
@@ -110,6 +112,7 @@ Status CudaBackend::copy_to_host(void* dst, const void* src, size_t nbytes) {
 
 Status CudaBackend::zero(void* dst, size_t nbytes) {
   if (!nbytes) return OkStatus();
+  clear_prepared_input();  // dst may be a prepared FP8 GEMM input
   LANCET_CUDA_RETURN(cudaMemsetAsync(dst, 0, nbytes, ctx_->stream), "zero");
   return OkStatus();
 }
@@ -153,6 +156,7 @@ Status CudaBackend::ensure_scratch(Buffer* buf, size_t nbytes) {
 }
 
 Status CudaBackend::launch_status(cudaError_t e, const char* op) {
+  clear_prepared_input();  // the launched kernel may have written a prepared input
   if (e == cudaSuccess) return OkStatus();
   return cuda_status(e, op);
 }
@@ -192,6 +196,7 @@ StatusOr<WeightMatrix> CudaBackend::upload_weight(const WeightSpec& spec) {
                                        cudaMemcpyHostToDevice, ctx_->stream),
                        "upload_weight scales");
     LANCET_CUDA_RETURN(cudaStreamSynchronize(ctx_->stream), "upload_weight");
+    has_fp8_weights_ = true;
     WeightMatrix w;
     w.name = spec.name;
     w.dtype = DType::kF8E4M3;
@@ -281,6 +286,17 @@ Status CudaBackend::embedding(const WeightMatrix& table, const int32_t* ids, int
 Status CudaBackend::rms_norm(const RmsNormArgs& a) {
   if (a.rows < 0 || a.dim <= 0 || !a.weight || !a.out || (!a.x && !a.residual))
     return InvalidArgument("rms_norm: bad arguments");
+  // With FP8 weights, rows that will take the FP8 GEMM path (more than kGemvMaxRows; dims that
+  // FP8 weights can have) are quantized here, in the pass that writes them, instead of by the
+  // next matmul (fp8_prepared_ in cuda_backend.h).
+  if (has_fp8_weights_ && a.rows > kGemvMaxRows && a.dim % 16 == 0) {
+    RETURN_IF_ERROR(ensure_scratch(&x_fp8_, static_cast<size_t>(a.rows * a.dim)));
+    RETURN_IF_ERROR(ensure_scratch(&x_scale_, static_cast<size_t>(a.rows) * sizeof(float)));
+    RETURN_IF_ERROR(launch_status(launch_rms_norm_quantize_fp8(a, x_fp8_.data(), x_scale_.as<float>(), ctx_->stream),
+                                  "rms_norm"));
+    set_prepared_input(a.out, a.rows, a.dim);
+    return OkStatus();
+  }
   return launch_status(launch_rms_norm(a, ctx_->stream), "rms_norm");
 }
 

@@ -87,6 +87,9 @@ class CudaBackend final : public Backend {
                      float* out) override;
   Status matmul_multi(const float* x, int64_t n, std::span<const WeightMatrix* const> ws,
                       std::span<float* const> ys) override;
+  // FP8 weights above kGemvMaxRows rows: gate_out / up_out are left holding the UNSCALED GEMM
+  // outputs (x_q . W_q^T; backend.h lets this op leave them in any state, and no caller reads
+  // them), act is exact, and act's FP8 quantization is left for the down projection.
   Status matmul_gate_up_silu(const float* x, int64_t n, const WeightMatrix& gate, const WeightMatrix& up,
                              float* gate_out, float* up_out, float* act) override;
 
@@ -113,7 +116,11 @@ class CudaBackend final : public Backend {
   Status gemm_cublas(const void* xin, int64_t n, const WeightMatrix& w, float* y, float beta = 0.0f);
   Status prepare_gemm_input(const float* x, int64_t n, int64_t k, bool fp8);
   Status gemm_prepared(int64_t n, const WeightMatrix& w, float* y);
+  // Also ends the prepared-input record (below): every op's kernels report through it.
   Status launch_status(cudaError_t e, const char* op);
+  // Notes that x_fp8_ / x_scale_ now hold x [n, k] quantized (see fp8_prepared_).
+  void set_prepared_input(const float* x, int64_t n, int64_t k) { fp8_prepared_ = {x, n, k, capturing_}; }
+  void clear_prepared_input() { fp8_prepared_ = PreparedInput{}; }
 
   std::shared_ptr<CudaContext> ctx_;
   int num_sms_ = 0;
@@ -125,6 +132,35 @@ class CudaBackend final : public Backend {
   ActivationPrecision precision_ = ActivationPrecision::kFast;
   Buffer x_fp8_;         // matmul input quantized to fp8 e4m3 per row
   Buffer x_scale_;       // [rows] scales of x_fp8_
+  // FP8 GEMM inputs quantized by the kernel that produced them (rms_norm; the gate/up
+  // epilogue of matmul_gate_up_silu, which quantizes act for the down projection), so that
+  // prepare_gemm_input skips its quantization pass. The record says "x_fp8_ / x_scale_ hold
+  // x [n, k] quantized" and lives from the producing op to the first kernel of the next op:
+  //  - launch_status() clears it, and every op reports its launches through launch_status
+  //    (the producers set it after their own launch), as do copy_to_device, zero and alloc
+  //    (a new buffer, written by the upload that follows, may reuse a freed input's address);
+  //  - prepare_gemm_input, which matmul, matmul_multi and matmul_gate_up_silu call before
+  //    launching anything, is its only reader and consumes it (so matmul_multi's q/k/v GEMMs
+  //    share the norm's quantization, and nothing can have written x or x_fp8_ in between);
+  //  - it holds capturing_ at the time it was set and counts only in the same mode: a
+  //    quantization that ran eagerly is not in a graph being captured, and one recorded in a
+  //    capture has not run.
+  // Ops that enqueue work without launch_status must clear it too: launch_graph (a replay may
+  // rewrite x and x_fp8_; the model's forward never leaves a record at its end, as its last
+  // op is a matmul, the lm_head or the down projection, which consumes it), and so must a
+  // caller that writes backend memory behind the backend (another backend, a collective:
+  // the model's all-reduces write matmul outputs, which are never recorded). Graph capture:
+  // the record is host state that only decides which kernels are enqueued, so a replay runs
+  // exactly the quantizations the captured op sequence needed.
+  struct PreparedInput {
+    const float* x = nullptr;  // [n, k]
+    int64_t n = 0;
+    int64_t k = 0;
+    bool capturing = false;
+  };
+  PreparedInput fp8_prepared_;
+  // An F8E4M3 weight was uploaded as FP8: rms_norm then quantizes its output for the FP8 GEMMs.
+  bool has_fp8_weights_ = false;
   // Scratch buffers replaced by larger ones stay alive: captured graphs may still use them.
   std::vector<Buffer> retired_;
   bool capturing_ = false;

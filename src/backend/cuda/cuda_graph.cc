@@ -52,6 +52,7 @@ StatusOr<std::unique_ptr<BackendGraph>> CudaBackend::end_capture() {
 Status CudaBackend::launch_graph(BackendGraph& graph) {
   auto* g = dynamic_cast<CudaGraph*>(&graph);
   if (!g) return InvalidArgument("cuda backend: graph from another backend");
+  clear_prepared_input();  // a replay may rewrite both the noted input and the fp8 scratch
   LANCET_CUDA_RETURN(cudaGraphLaunch(g->exec(), ctx_->stream), "cudaGraphLaunch");
   return OkStatus();
 }

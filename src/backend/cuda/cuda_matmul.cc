@@ -5,7 +5,9 @@
 //    (ActivationPrecision::kExact: x split into bf16 hi + lo and both multiplied, accumulating).
 //  - FP8, larger n: x quantized per row to E4M3 (dynamic per-token scales), a cuBLASLt FP8 GEMM
 //    with unit scales, then the per-row activation and per-channel weight scales applied to the
-//    f32 result.
+//    f32 result. The quantization is skipped when the op that produced x already did it
+//    (rms_norm; the gate/up epilogue for the down projection: fp8_prepared_ in cuda_backend.h),
+//    and gate/up apply their scales, SiLU * up and act's quantization in one epilogue pass.
 // In cuBLASLt's column-major terms: y^T [m, n] = op_T(W stored [k, m]) . x^T stored [k, n] ("TN",
 // the layout its BF16 kernels prefer and its FP8 kernels require). Descriptors and the
 // heuristic's first algorithm are cached per (n, m, k, pointer alignment, input type).
@@ -130,8 +132,12 @@ Status CudaBackend::gemm_cublas(const void* xin, int64_t n, const WeightMatrix& 
 }
 
 // x converted (bf16) or quantized (fp8, with per-row scales) into scratch, once for every
-// weight of that input type.
+// weight of that input type. FP8: nothing to do when the op that wrote x left its quantization
+// (the record is consumed either way: the caller's kernels follow).
 Status CudaBackend::prepare_gemm_input(const float* x, int64_t n, int64_t k, bool fp8) {
+  const PreparedInput rec = fp8_prepared_;
+  clear_prepared_input();
+  if (fp8 && rec.x == x && rec.n == n && rec.k == k && rec.capturing == capturing_) return OkStatus();
   if (fp8) {
     RETURN_IF_ERROR(ensure_scratch(&x_fp8_, static_cast<size_t>(n * k)));
     RETURN_IF_ERROR(ensure_scratch(&x_scale_, static_cast<size_t>(n) * sizeof(float)));
@@ -228,9 +234,37 @@ Status CudaBackend::matmul_gate_up_silu(const float* x, int64_t n, const WeightM
     return launch_status(launch_gemv(p, gate.dtype == DType::kF8E4M3, ctx_->stream), "matmul_gate_up_silu");
   }
   RETURN_IF_ERROR(prepare_gemm_input(x, n, gate.cols, gate.dtype == DType::kF8E4M3));
-  RETURN_IF_ERROR(gemm_prepared(n, gate, gate_out));
-  RETURN_IF_ERROR(gemm_prepared(n, up, up_out));
-  return silu_mul(gate_out, up_out, n, gate.rows, act);
+  if (gate.dtype != DType::kF8E4M3) {
+    RETURN_IF_ERROR(gemm_prepared(n, gate, gate_out));
+    RETURN_IF_ERROR(gemm_prepared(n, up, up_out));
+    return silu_mul(gate_out, up_out, n, gate.rows, act);
+  }
+  // FP8: the GEMMs leave gate_out / up_out UNSCALED (x_q . W_q^T; backend.h lets this op leave
+  // that scratch in any state), and one epilogue applies both scales, SiLU * up, and quantizes
+  // act for the down projection, which then skips its quantization pass.
+  RETURN_IF_ERROR(gemm_cublas(x_fp8_.data(), n, gate, gate_out));
+  RETURN_IF_ERROR(gemm_cublas(x_fp8_.data(), n, up, up_out));
+  // x's scales, read before the epilogue overwrites them with act's; growing x_fp8_ keeps the
+  // old buffer alive (retired_) for the GEMMs already enqueued on it.
+  const float* x_scale = x_scale_.as<float>();
+  RETURN_IF_ERROR(ensure_scratch(&x_fp8_, static_cast<size_t>(n * gate.rows)));
+  RETURN_IF_ERROR(ensure_scratch(&x_scale_, static_cast<size_t>(n) * sizeof(float)));
+  Fp8SiluEpilogue e;
+  e.gate = gate_out;
+  e.up = up_out;
+  e.n = n;
+  e.m = gate.rows;
+  e.x_scale = x_scale;
+  e.gate_scale = gate.scales;
+  e.gate_per_col = gate.scale_kind == WeightScale::kPerRow;
+  e.up_scale = up.scales;
+  e.up_per_col = up.scale_kind == WeightScale::kPerRow;
+  e.act = act;
+  e.q = x_fp8_.data();
+  e.q_scale = x_scale_.as<float>();
+  RETURN_IF_ERROR(launch_status(launch_fp8_silu_mul_quantize(e, ctx_->stream), "matmul_gate_up_silu"));
+  set_prepared_input(act, n, gate.rows);
+  return OkStatus();
 }
 
 }  // namespace lancet::cuda

@@ -1,8 +1,11 @@
 // Token-parallel kernels of the CUDA backend: f32 -> bf16 conversion (GEMM inputs), embedding
-// gather, fused residual add + RMSNorm, rotary embedding, SiLU * up and row gathers. All math
-// is f32; these ops are memory bound, so each is one pass (two for the norm, whose second pass
-// re-reads the row from L1/L2) with one block per row where rows are the natural unit.
+// gather, fused residual add + RMSNorm (optionally also quantizing its output rows to FP8 for
+// the FP8 GEMMs that read it), rotary embedding, SiLU * up and row gathers. All math is f32;
+// these ops are memory bound, so each is one pass (two for the norm, whose second pass
+// re-reads the row from L1/L2; three with FP8) with one block per row where rows are the
+// natural unit.
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 
 #include "backend/cuda/kernels.h"
 
@@ -72,11 +75,33 @@ __device__ float block_sum(float v, float* shared /*[32]*/) {
   return total;
 }
 
+// ---- block-wide max, as block_sum (its own shared array: block_sum's readers of shared[0]
+// may still be reading when the first warp writes here) ----
+__device__ float block_max(float v, float* shared /*[32]*/) {
+  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  const int nwarps = (blockDim.x + 31) / 32;
+  float m = 0.0f;
+  if (threadIdx.x < 32) {
+    m = threadIdx.x < nwarps ? shared[threadIdx.x] : 0.0f;
+    for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+    if (threadIdx.x == 0) shared[0] = m;
+  }
+  __syncthreads();
+  return shared[0];
+}
+
 // ---- fused residual add + RMSNorm: one block per row ----
-// Each thread touches the same columns in both passes, so the in-place residual update needs
-// no barrier between them (and out may even alias x).
+// Each thread touches the same columns in every pass, so the in-place residual update needs
+// no barrier between them (and out may even alias x). kFp8: a third pass quantizes the row as
+// written (re-read, so the bytes are those launch_quantize_rows_fp8 would make of out) with
+// the shared rule of kernels.h (kFp8Max, kFp8MinScale, saturating conversion).
+template <bool kFp8>
 __global__ void rms_norm_kernel(const float* x, float* residual, const float* __restrict__ weight,
-                                int64_t dim, float eps, float* out) {
+                                int64_t dim, float eps, float* out, __nv_fp8_e4m3* __restrict__ q,
+                                float* __restrict__ qscale) {
   __shared__ float red[32];
   const int64_t row = blockIdx.x;
   const float* xr = x ? x + row * dim : nullptr;
@@ -99,8 +124,23 @@ __global__ void rms_norm_kernel(const float* x, float* residual, const float* __
   const float inv = rsqrtf(total / static_cast<float>(dim) + eps);
   const float* src = rr ? rr : xr;
   float* o = out + row * dim;
-  for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) o[c] = weight[c] * (src[c] * inv);
+  float amax = 0.0f;
+  for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
+    const float v = weight[c] * (src[c] * inv);
+    o[c] = v;
+    if constexpr (kFp8) amax = fmaxf(amax, fabsf(v));
+  }
+  if constexpr (kFp8) {
+    __shared__ float red_max[32];
+    const float sc = fmaxf(block_max(amax, red_max) / kFp8Max, kFp8MinScale);
+    if (threadIdx.x == 0) qscale[row] = sc;
+    const float qinv = 1.0f / sc;
+    __nv_fp8_e4m3* qr = q + row * dim;
+    for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) qr[c] = __nv_fp8_e4m3(o[c] * qinv);
+  }
 }
+
+int rms_norm_threads(int64_t dim) { return dim >= 4096 ? 1024 : (dim >= 1024 ? 512 : 256); }
 
 // ---- rope: one block per token, one thread per rotated pair ----
 __global__ void rope_kernel(RopeArgs a, unsigned* err) {
@@ -197,8 +237,16 @@ cudaError_t launch_embedding_bf16(const void* table, int64_t rows, int64_t cols,
 cudaError_t launch_rms_norm(const RmsNormArgs& a, cudaStream_t s) {
   if (a.rows <= 0) return cudaSuccess;
   if (a.rows > 0x7fffffffLL) return cudaErrorInvalidValue;
-  const int threads = a.dim >= 4096 ? 1024 : (a.dim >= 1024 ? 512 : 256);
-  rms_norm_kernel<<<static_cast<unsigned>(a.rows), threads, 0, s>>>(a.x, a.residual, a.weight, a.dim, a.eps, a.out);
+  rms_norm_kernel<false><<<static_cast<unsigned>(a.rows), rms_norm_threads(a.dim), 0, s>>>(
+      a.x, a.residual, a.weight, a.dim, a.eps, a.out, nullptr, nullptr);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_rms_norm_quantize_fp8(const RmsNormArgs& a, void* q, float* scale, cudaStream_t s) {
+  if (a.rows <= 0) return cudaSuccess;
+  if (a.rows > 0x7fffffffLL) return cudaErrorInvalidValue;
+  rms_norm_kernel<true><<<static_cast<unsigned>(a.rows), rms_norm_threads(a.dim), 0, s>>>(
+      a.x, a.residual, a.weight, a.dim, a.eps, a.out, static_cast<__nv_fp8_e4m3*>(q), scale);
   return cudaGetLastError();
 }
 

@@ -4,12 +4,15 @@
 // shared memory as BF16, whatever the cache dtype), computes S = Q K^T and O += P V with mma.sync m16n8k16 (BF16 inputs, FP32
 // accumulation; sm_80 and later), and keeps the softmax online in registers, so the cost is
 // the tensor-core math plus one read of K/V per query tile instead of one per query token.
-// Q and P are rounded to BF16 (the usual flash-attention precision); the CUDA-core kernel in
-// paged_attention.cu stays the exact path (ActivationPrecision::kExact) and the decode path.
+// Q and P are rounded to BF16 (the usual flash-attention precision). Prompt chunks of bf16 and
+// fp8 caches take flash_prefill_gqa.cu (query heads of a KV head share the K/V tiles, split-KV);
+// this kernel serves f32 caches. The CUDA-core kernel in paged_attention.cu stays the exact path
+// (ActivationPrecision::kExact).
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/mma.cuh"
 
 namespace lancet::cuda {
 namespace {
@@ -34,33 +37,6 @@ struct FlashParams {
   float scale_log2;  // softmax scale * K cache scale * log2(e)
   float v_scale;
 };
-
-__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const unsigned*>(&v);
-}
-
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const __nv_bfloat16* p) {
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
-
-__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const __nv_bfloat16* p) {
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
 
 // 8 consecutive cache values as loaded (converted to bf16 only when stored to shared memory,
 // so the loads of the next tile stay in flight while the current one is computed).
@@ -165,6 +141,7 @@ __global__ void __launch_bounds__(kThreads) flash_prefill_kernel(FlashParams p) 
   for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;
   const int qpos_lo = pos0 + r_lo, qpos_hi = pos0 + r_hi;
+  const int warp_first_pos = pos0 + q0 + warp * 16, warp_last_pos = warp_first_pos + 15;
 
   const KV* kc = static_cast<const KV*>(p.k_cache);
   const KV* vc = static_cast<const KV*>(p.v_cache);
@@ -208,6 +185,8 @@ __global__ void __launch_bounds__(kThreads) flash_prefill_kernel(FlashParams p) 
     __syncthreads();
     if (k0 + kTileK < kv_end) fetch(k0 + kTileK);  // in flight during this tile's math
 
+    // Keys past every row of this warp: nothing to add (the warp still joins the barriers).
+    if (k0 > warp_last_pos) continue;
     // S = Q K^T for this warp's 16 rows x 64 keys. One ldmatrix.x4 fetches the B fragments of
     // two key tiles for one 16-dim step: lane l addresses row (l % 8) of matrix l / 8, which
     // covers keys n0 + (l / 16) * 8 and dims kk + ((l / 8) % 2) * 8.
@@ -225,24 +204,32 @@ __global__ void __launch_bounds__(kThreads) flash_prefill_kernel(FlashParams p) 
         mma_bf16(sc[n + 1], qa[kk], b[2], b[3]);
       }
     }
-    // Causal mask, scale, online softmax (rows r_lo: sc[.][0..1], r_hi: sc[.][2..3]).
-    float mx_lo = m_lo, mx_hi = m_hi;
+    // Causal mask only on tiles reaching past the warp's first row (rows r_lo: sc[.][0..1],
+    // r_hi: sc[.][2..3]); the maxima are taken on the raw scores (the scale is positive).
+    if (k0 + kTileK - 1 > warp_first_pos) {
+#pragma unroll
+      for (int n = 0; n < kTileK / 8; ++n) {
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const int kpos = k0 + n * 8 + tig * 2 + j;
+          if (kpos > qpos_lo) sc[n][j] = -INFINITY;
+          if (kpos > qpos_hi) sc[n][2 + j] = -INFINITY;
+        }
+      }
+    }
+    float rmx_lo = -INFINITY, rmx_hi = -INFINITY;
 #pragma unroll
     for (int n = 0; n < kTileK / 8; ++n) {
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const int kpos = k0 + n * 8 + tig * 2 + j;
-        sc[n][j] = kpos <= qpos_lo ? sc[n][j] * p.scale_log2 : -INFINITY;
-        sc[n][2 + j] = kpos <= qpos_hi ? sc[n][2 + j] * p.scale_log2 : -INFINITY;
-        mx_lo = fmaxf(mx_lo, sc[n][j]);
-        mx_hi = fmaxf(mx_hi, sc[n][2 + j]);
-      }
+      rmx_lo = fmaxf(rmx_lo, fmaxf(sc[n][0], sc[n][1]));
+      rmx_hi = fmaxf(rmx_hi, fmaxf(sc[n][2], sc[n][3]));
     }
 #pragma unroll
     for (int off = 1; off <= 2; off *= 2) {
-      mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
-      mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
+      rmx_lo = fmaxf(rmx_lo, __shfl_xor_sync(0xffffffffu, rmx_lo, off));
+      rmx_hi = fmaxf(rmx_hi, __shfl_xor_sync(0xffffffffu, rmx_hi, off));
     }
+    // Running maxima in scaled log2 units; p = 2^(s * scale - m) is one FFMA and one EX2.
+    const float mx_lo = fmaxf(m_lo, rmx_lo * p.scale_log2), mx_hi = fmaxf(m_hi, rmx_hi * p.scale_log2);
     // A row with every key masked so far keeps m = -inf; use 0 as its base (all p are 0).
     const float base_lo = mx_lo == -INFINITY ? 0.0f : mx_lo, base_hi = mx_hi == -INFINITY ? 0.0f : mx_hi;
     const float corr_lo = exp2f(m_lo - base_lo), corr_hi = exp2f(m_hi - base_hi);
@@ -252,8 +239,10 @@ __global__ void __launch_bounds__(kThreads) flash_prefill_kernel(FlashParams p) 
     unsigned pa[kTileK / 16][4];
 #pragma unroll
     for (int n = 0; n < kTileK / 8; ++n) {
-      const float p0 = exp2f(sc[n][0] - base_lo), p1 = exp2f(sc[n][1] - base_lo);
-      const float p2 = exp2f(sc[n][2] - base_hi), p3 = exp2f(sc[n][3] - base_hi);
+      const float p0 = exp2f(fmaf(sc[n][0], p.scale_log2, -base_lo));
+      const float p1 = exp2f(fmaf(sc[n][1], p.scale_log2, -base_lo));
+      const float p2 = exp2f(fmaf(sc[n][2], p.scale_log2, -base_hi));
+      const float p3 = exp2f(fmaf(sc[n][3], p.scale_log2, -base_hi));
       sum_lo += p0 + p1;
       sum_hi += p2 + p3;
       // C fragments of key tiles 2t and 2t+1 are the A fragment of the k-step t.
@@ -262,12 +251,14 @@ __global__ void __launch_bounds__(kThreads) flash_prefill_kernel(FlashParams p) 
     }
     l_lo = l_lo * corr_lo + sum_lo;
     l_hi = l_hi * corr_hi + sum_hi;
+    if (__any_sync(0xffffffffu, corr_lo != 1.0f || corr_hi != 1.0f)) {  // skipped once the maxima settle
 #pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      o[n][0] *= corr_lo;
-      o[n][1] *= corr_lo;
-      o[n][2] *= corr_hi;
-      o[n][3] *= corr_hi;
+      for (int n = 0; n < D / 8; ++n) {
+        o[n][0] *= corr_lo;
+        o[n][1] *= corr_lo;
+        o[n][2] *= corr_hi;
+        o[n][3] *= corr_hi;
+      }
     }
     // O += P V: the B operand (keys x dims) from the row-major V tile through ldmatrix.trans;
     // lane l addresses key 16 t + ((l / 8) % 2) * 8 + l % 8, dims n0 + (l / 16) * 8.

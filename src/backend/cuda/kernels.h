@@ -59,8 +59,30 @@ int64_t attention_workspace_floats(int64_t num_tokens, int64_t num_heads, int64_
 cudaError_t launch_paged_attention(const PagedAttentionArgs& a, const KvCacheLayer& cache,
                                    const AttentionPlan& plan, unsigned* err, cudaStream_t s);
 
-// Prefill attention on tensor cores (flash_prefill.cu): same arguments and results as
-// launch_paged_attention, BF16 rounding of Q, K, V and P; head_dim 64 or 128, sm_80+.
+// Combines the split partial results of launch_paged_attention / launch_flash_decode
+// (maxima in log2 units) into out.
+cudaError_t launch_attention_reduce(const float* partial /*[rows, num_splits, head_dim + 2]*/, int64_t rows,
+                                    int num_splits, int64_t head_dim, float* out /*[rows, head_dim]*/,
+                                    cudaStream_t s);
+
+// Decode attention on tensor cores (flash_decode.cu): same arguments and results as
+// launch_paged_attention for bf16 and fp8 caches, one CTA per (token, KV head, split) holding up
+// to flash_decode_heads_per_cta() query heads; BF16 (FP16 for fp8 caches) rounding of Q and P.
+int flash_decode_heads_per_cta();
+cudaError_t launch_flash_decode(const PagedAttentionArgs& a, const KvCacheLayer& cache, const AttentionPlan& plan,
+                                unsigned* err, cudaStream_t s);
+
+// Prompt-chunk attention on tensor cores for bf16 and fp8 caches (flash_prefill_gqa.cu): same
+// arguments and results as launch_paged_attention, the query heads of a KV head packed into one
+// CTA's rows, split-KV per plan (split_len a multiple of 64); group <= 128.
+// flash_prefill_gqa_ctas: the CTAs of an unsplit launch (0 when the group is too large).
+int64_t flash_prefill_gqa_ctas(int64_t num_tokens, int64_t num_seqs, int64_t group, int64_t num_kv_heads);
+cudaError_t launch_flash_prefill_gqa(const PagedAttentionArgs& a, const KvCacheLayer& cache, const AttentionPlan& plan,
+                                     unsigned* err, cudaStream_t s);
+
+// Prefill attention on tensor cores for any cache dtype (flash_prefill.cu; the path of f32
+// caches): same arguments and results as launch_paged_attention, BF16 rounding of Q, K, V and
+// P; head_dim 64 or 128, sm_80+.
 cudaError_t launch_flash_prefill(const PagedAttentionArgs& a, const KvCacheLayer& cache, unsigned* err,
                                  cudaStream_t s);
 
@@ -100,6 +122,36 @@ cudaError_t launch_quantize_rows_fp8(const float* x /*[n, k]*/, int64_t n, int64
 // y[i, j] *= row_scale[i] * col_scale[j or 0] (the FP8 GEMM's epilogue).
 cudaError_t launch_rescale_fp8_output(float* y /*[n, m]*/, int64_t n, int64_t m, const float* row_scale /*[n]*/,
                                       const float* col_scale /*[m] or [1]*/, bool per_col, cudaStream_t s);
+
+// The per-row quantization rule every producer of FP8 GEMM inputs shares (so that a fused
+// producer writes exactly the bytes launch_quantize_rows_fp8 would): scale = max(absmax / kFp8Max,
+// kFp8MinScale) (an all-zero row quantizes to zeros), q = e4m3_satfinite(x * (1 / scale)).
+constexpr float kFp8Max = 448.0f;
+constexpr float kFp8MinScale = 1e-12f;
+
+// launch_rms_norm, and out's rows quantized into q / scale as launch_quantize_rows_fp8 does
+// (elementwise.cu); out is written exactly as launch_rms_norm writes it.
+cudaError_t launch_rms_norm_quantize_fp8(const RmsNormArgs& a, void* q /*[rows, dim] e4m3*/,
+                                         float* scale /*[rows]*/, cudaStream_t s);
+
+// The FP8 gate/up GEMMs' shared epilogue: with g = gate[i, j] * (x_scale[i] * gate_scale[j or 0])
+// and u likewise, act = silu(g) * u, bit for bit what launch_rescale_fp8_output on both then
+// launch_silu_mul give; then act quantized per row into q / q_scale (the down projection's input).
+struct Fp8SiluEpilogue {
+  const float* gate = nullptr;        // [n, m] unscaled FP8 GEMM output
+  const float* up = nullptr;          // [n, m] unscaled FP8 GEMM output
+  int64_t n = 0;
+  int64_t m = 0;
+  const float* x_scale = nullptr;     // [n] the GEMM input's row scales (may be q_scale itself)
+  const float* gate_scale = nullptr;  // [m] (gate_per_col) or [1]
+  bool gate_per_col = false;
+  const float* up_scale = nullptr;    // [m] (up_per_col) or [1]
+  bool up_per_col = false;
+  float* act = nullptr;               // [n, m] (may alias gate or up)
+  void* q = nullptr;                  // [n, m] e4m3
+  float* q_scale = nullptr;           // [n]
+};
+cudaError_t launch_fp8_silu_mul_quantize(const Fp8SiluEpilogue& e, cudaStream_t s);
 
 // ---- sampling (sampling.cu) ----
 // Largest vocabulary sample_rows handles (masses are 2^44 fixed point; sums stay below 2^63).

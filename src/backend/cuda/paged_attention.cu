@@ -1,17 +1,22 @@
 // Varlen paged attention (prefill chunks and decode in one launch) with online softmax over the
-// paged KV cache, f32 accumulation, GQA, head_dim 64 and 128, f32 or bf16 cache.
+// paged KV cache, f32 accumulation, GQA, head_dim 64 and 128, f32, bf16 or fp8 cache.
 //
 // Work split: one CTA per (query token, KV head, chunk of up to G query heads of that KV head,
-// context split). The G query heads share every K/V load. Inside the CTA, each warp walks keys
-// 4 at a time: 8 lanes per key, each lane owning D/8 contiguous dims (16-byte loads), a
-// 3-step shuffle reduction gives the score. Each 8-lane group keeps its own running max / sum /
-// accumulator; groups are merged with shuffles, warps through shared memory.
+// context split). The G query heads share every K/V load. Each warp runs its own pipeline:
+// stages of 8 keys (their K and V rows) copied into shared memory with cp.async, S stages in
+// flight, so the bytes in flight do not depend on registers and the math of one stage overlaps
+// the loads of the next ones. Warps take interleaved stages of the CTA's key range. Inside a
+// stage, each 8-lane group takes two keys; lane j of a group owns the same D/8 dims of q, K, V
+// and the accumulator (16-byte pieces j, j + 8, ... of a row: conflict-free shared reads), and
+// a 3-step shuffle reduction gives each score. The running max is kept in log2 units and the
+// accumulator is rescaled only when the max grows.
 //
 // Flash decoding: with few CTAs (small decode batches) the context is cut into num_splits
 // ranges; each CTA writes its unnormalized accumulator with its max and sum, and a reduction
 // kernel rescales and combines them. The query token finds its sequence by binary search over
 // query_start, so the launch needs no host copy of the step's metadata.
-// This is the correct-first kernel (CUDA cores); a tensor-core prefill kernel replaces it later.
+// Prompt chunks in the fast precision mode go to the tensor-core kernel (flash_prefill.cu);
+// this kernel is the decode path and the exact path.
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
@@ -24,8 +29,9 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-constexpr int kKeysPerWarp = 4;  // 8 lanes per key
-constexpr int kKeysPerIter = kWarps * kKeysPerWarp;
+constexpr int kStageKeys = 8;  // keys per pipeline stage of a warp (two per 8-lane group)
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr int kSmemBudget = 48 * 1024;  // static shared memory per CTA
 
 struct AttnParams {
   const float* q;             // [num_tokens, num_heads, D]
@@ -40,11 +46,11 @@ struct AttnParams {
   int64_t num_blocks;
   int num_seqs, num_heads, num_kv_heads, group, head_chunks, max_blocks_per_seq, block_size;
   int num_splits, split_len;
-  float scale;    // softmax scale times the K cache scale
-  float v_scale;  // the V cache scale (1 unless fp8)
+  float scale_log2;  // softmax scale times the K cache scale times log2(e)
+  float v_scale;     // the V cache scale (1 unless fp8)
 };
 
-// N contiguous values -> f32 registers (N % 4 == 0 for f32, N % 8 == 0 for bf16).
+// N contiguous values -> f32 registers (N % 4 == 0 for f32, N % 8 == 0 for bf16 and fp8).
 template <int N>
 __device__ __forceinline__ void load_row(const float* p, float (&dst)[N]) {
 #pragma unroll
@@ -96,12 +102,44 @@ __device__ __forceinline__ void load_row(const __nv_fp8_e4m3* p, float (&dst)[N]
   }
 }
 
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N));
+}
+
+// Shapes of one instantiation: a lane's D / 8 dims are NP pieces of P values; pieces are
+// 16 bytes (8 for fp8 at head_dim 64).
 template <int D, int G, typename KV>
-__global__ void __launch_bounds__(kThreads) paged_attention_kernel(AttnParams p) {
-  constexpr int E = D / 8;  // dims per lane
-  __shared__ float s_acc[kWarps][G][D];
-  __shared__ float s_m[kWarps][G];
-  __shared__ float s_l[kWarps][G];
+struct DecodeShape {
+  static constexpr int kE = D / 8;  // dims per lane
+  static constexpr int kP = kE < 16 / static_cast<int>(sizeof(KV)) ? kE : 16 / static_cast<int>(sizeof(KV));
+  static constexpr int kNP = kE / kP;
+  static constexpr int kRowBytes = D * static_cast<int>(sizeof(KV));
+  static constexpr int kStageBytes = kStageKeys * 2 * kRowBytes;  // K rows, then V rows
+  static constexpr int kStagesFit = kSmemBudget / (kWarps * kStageBytes);
+  static constexpr int kStages = kStagesFit < 4 ? kStagesFit : 4;
+  static constexpr int kChunksPerRow = kRowBytes / 16;
+  static constexpr int kCopies = kStageKeys * kChunksPerRow / 32;  // 16-byte copies per lane per K (and V)
+  static constexpr int kMergeBytes = kWarps * G * (D + 2) * 4;
+  static constexpr int kSmemBytes =
+      kWarps * kStages * kStageBytes > kMergeBytes ? kWarps * kStages * kStageBytes : kMergeBytes;
+  static_assert(kStages >= 1, "a stage must fit the shared-memory budget");
+  static_assert(kStageKeys * kChunksPerRow % 32 == 0, "a stage's rows must divide among the lanes");
+  static_assert(kE % kP == 0 && kP % 4 == 0, "pieces must tile a lane's dims");
+  // Dim of a lane's e-th value: piece j + 8 (e / P), offset e % P.
+  __device__ __forceinline__ static int dim(int j, int e) { return (j + 8 * (e / kP)) * kP + e % kP; }
+};
+
+template <int D, int G, typename KV>
+__global__ void __launch_bounds__(kThreads, 2) paged_attention_kernel(AttnParams p) {
+  using Sh = DecodeShape<D, G, KV>;
+  constexpr int E = Sh::kE, P = Sh::kP, NP = Sh::kNP, S = Sh::kStages;
+  __shared__ __align__(16) unsigned char smem[Sh::kSmemBytes];
 
   const int t = blockIdx.x;
   const int kvh = blockIdx.y / p.head_chunks;
@@ -135,9 +173,14 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(AttnParams p)
 #pragma unroll
   for (int g = 0; g < G; ++g) {
     if (g < nh) {
-      load_row<E>(p.q + (static_cast<int64_t>(t) * p.num_heads + h0 + g) * D + j * E, q[g]);
+      const float* qrow = p.q + (static_cast<int64_t>(t) * p.num_heads + h0 + g) * D;
 #pragma unroll
-      for (int e = 0; e < E; ++e) q[g][e] *= p.scale;
+      for (int i = 0; i < NP; ++i) {
+        float part[P];
+        load_row<P>(qrow + Sh::dim(j, i * P), part);
+#pragma unroll
+        for (int e = 0; e < P; ++e) q[g][i * P + e] = part[e] * p.scale_log2;
+      }
     } else {
 #pragma unroll
       for (int e = 0; e < E; ++e) q[g][e] = 0.0f;
@@ -155,61 +198,121 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(AttnParams p)
   const KV* kc = static_cast<const KV*>(p.k_cache);
   const KV* vc = static_cast<const KV*>(p.v_cache);
   const int32_t* table = p.block_tables + static_cast<int64_t>(s) * p.max_blocks_per_seq;
-  // Two keys per 8-lane group per iteration, with both keys' K and V loads issued before any
-  // math, so four row loads per lane are in flight instead of one dependent pair.
-  auto locate = [&](int key, int64_t* row) -> bool {
-    if (key >= ke) return false;
+  unsigned char* wsmem = smem + warp * S * Sh::kStageBytes;
+  // The warp's stages: keys kb + (i * kWarps + warp) * 8 ... + 8, for i < n_stages.
+  const int first = kb + warp * kStageKeys;
+  const int n_stages = ke > first ? (ke - first + kWarps * kStageKeys - 1) / (kWarps * kStageKeys) : 0;
+  auto stage_key = [&](int i) { return first + i * kWarps * kStageKeys; };
+  // Row of key `key` in the cache (element offset), or -1 past the range or for a bad block id.
+  auto locate = [&](int key, bool report) -> int64_t {
+    if (key >= ke) return -1;
     const int32_t blk = table[key / p.block_size];
     if (blk < 0 || blk >= p.num_blocks) {
-      if (j == 0) atomicOr(p.err, kErrBlockId);
-      return false;
+      if (report) atomicOr(p.err, kErrBlockId);
+      return -1;
     }
-    *row = ((static_cast<int64_t>(blk) * p.block_size + key % p.block_size) * p.num_kv_heads + kvh) * D + j * E;
-    return true;
+    return ((static_cast<int64_t>(blk) * p.block_size + key % p.block_size) * p.num_kv_heads + kvh) * D;
   };
-  auto process = [&](const float (&kf)[E], const float (&vf)[E], bool valid) {
-    float sc[G];
+  // Copies stage i's K and V rows into buffer i % S (rows of keys out of range are left as they
+  // are and never used).
+  auto issue = [&](int i) {
+    if (i < n_stages) {
+      unsigned char* buf = wsmem + (i % S) * Sh::kStageBytes;
+      const int key0 = stage_key(i);
 #pragma unroll
-    for (int g = 0; g < G; ++g) {
-      float d = 0.0f;
-#pragma unroll
-      for (int e = 0; e < E; ++e) d = fmaf(q[g][e], kf[e], d);
-      d += __shfl_xor_sync(0xffffffffu, d, 1);
-      d += __shfl_xor_sync(0xffffffffu, d, 2);
-      d += __shfl_xor_sync(0xffffffffu, d, 4);
-      sc[g] = d;
+      for (int c = 0; c < Sh::kCopies; ++c) {
+        const int idx = lane + 32 * c;
+        const int r = idx / Sh::kChunksPerRow, off = (idx % Sh::kChunksPerRow) * 16;
+        const int64_t row = locate(key0 + r, off == 0);
+        if (row >= 0) {
+          cp_async16(buf + r * Sh::kRowBytes + off, reinterpret_cast<const unsigned char*>(kc + row) + off);
+          cp_async16(buf + (kStageKeys + r) * Sh::kRowBytes + off, reinterpret_cast<const unsigned char*>(vc + row) + off);
+        }
+      }
     }
-    if (!valid) return;
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-      const float mn = fmaxf(m[g], sc[g]);
-      const float corr = expf(m[g] - mn);  // 0 while m is still -inf
-      const float pe = expf(sc[g] - mn);
-      l[g] = l[g] * corr + pe;
-#pragma unroll
-      for (int e = 0; e < E; ++e) acc[g][e] = fmaf(pe, vf[e], acc[g][e] * corr);
-      m[g] = mn;
-    }
+    cp_async_commit();  // one group per stage index, empty or not, keeps the wait count exact
   };
+
+#pragma unroll
+  for (int i = 0; i < S - 1; ++i) issue(i);
   // The loop bound depends only on the warp, so every lane reaches the shuffles.
-  for (int base = kb + warp * kKeysPerWarp; base < ke; base += 2 * kKeysPerIter) {
-    int64_t row0 = 0, row1 = 0;
-    const bool valid0 = locate(base + sub, &row0);
-    const bool valid1 = locate(base + kKeysPerIter + sub, &row1);
-    float k0[E], v0[E], k1[E], v1[E];
+  for (int i = 0; i < n_stages; ++i) {
+    issue(i + S - 1);
+    cp_async_wait<S - 1>();
+    __syncwarp();
+    const unsigned char* buf = wsmem + (i % S) * Sh::kStageBytes;
+    const int key_a = stage_key(i) + sub, key_b = key_a + 4;
+    const bool va = locate(key_a, false) >= 0, vb = locate(key_b, false) >= 0;
+    float ka[E], kb2[E];
+    const KV* rka = reinterpret_cast<const KV*>(buf + sub * Sh::kRowBytes);
+    const KV* rkb = reinterpret_cast<const KV*>(buf + (sub + 4) * Sh::kRowBytes);
 #pragma unroll
-    for (int e = 0; e < E; ++e) k0[e] = v0[e] = k1[e] = v1[e] = 0.0f;
-    if (valid0) {
-      load_row<E>(kc + row0, k0);
-      load_row<E>(vc + row0, v0);
+    for (int pc = 0; pc < NP; ++pc) {
+      float ta[P], tb[P];
+      load_row<P>(rka + Sh::dim(j, pc * P), ta);
+      load_row<P>(rkb + Sh::dim(j, pc * P), tb);
+#pragma unroll
+      for (int e = 0; e < P; ++e) {
+        ka[pc * P + e] = ta[e];
+        kb2[pc * P + e] = tb[e];
+      }
     }
-    if (valid1) {
-      load_row<E>(kc + row1, k1);
-      load_row<E>(vc + row1, v1);
+    float sa[G], sb[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      float da = 0.0f, db = 0.0f;
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        da = fmaf(q[g][e], ka[e], da);
+        db = fmaf(q[g][e], kb2[e], db);
+      }
+#pragma unroll
+      for (int o = 1; o <= 4; o *= 2) {
+        da += __shfl_xor_sync(0xffffffffu, da, o);
+        db += __shfl_xor_sync(0xffffffffu, db, o);
+      }
+      sa[g] = va ? da : -INFINITY;
+      sb[g] = vb ? db : -INFINITY;
     }
-    process(k0, v0, valid0);
-    process(k1, v1, valid1);
+    if (va) {
+      float vva[E], vvb[E];
+      const KV* rva = reinterpret_cast<const KV*>(buf + (kStageKeys + sub) * Sh::kRowBytes);
+      const KV* rvb = reinterpret_cast<const KV*>(buf + (kStageKeys + sub + 4) * Sh::kRowBytes);
+#pragma unroll
+      for (int pc = 0; pc < NP; ++pc) {
+        float ta[P], tb[P];
+        load_row<P>(rva + Sh::dim(j, pc * P), ta);
+        if (vb) {
+          load_row<P>(rvb + Sh::dim(j, pc * P), tb);
+        } else {
+#pragma unroll
+          for (int e = 0; e < P; ++e) tb[e] = 0.0f;  // a stale row must not reach 0 * x
+        }
+#pragma unroll
+        for (int e = 0; e < P; ++e) {
+          vva[pc * P + e] = ta[e];
+          vvb[pc * P + e] = tb[e];
+        }
+      }
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        const float mx = fmaxf(sa[g], sb[g]);  // finite: key a is valid
+        if (mx > m[g]) {
+          const float corr = exp2f(m[g] - mx);  // 0 while m is still -inf
+          l[g] *= corr;
+#pragma unroll
+          for (int e = 0; e < E; ++e) acc[g][e] *= corr;
+          m[g] = mx;
+        }
+        const float pa = exp2f(sa[g] - m[g]), pb = exp2f(sb[g] - m[g]);  // pb = 0 for an invalid b
+        l[g] += pa + pb;
+#pragma unroll
+        for (int e = 0; e < E; ++e) acc[g][e] = fmaf(pa, vva[e], fmaf(pb, vvb[e], acc[g][e]));
+      }
+    }
+    __syncwarp();  // this buffer is refilled S - 1 iterations from now
   }
+  cp_async_wait<0>();
 
   // Merge the four 8-lane groups of the warp (lanes with the same j hold the same dims).
 #pragma unroll
@@ -219,8 +322,8 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(AttnParams p)
       const float mo = __shfl_xor_sync(0xffffffffu, m[g], off);
       const float lo2 = __shfl_xor_sync(0xffffffffu, l[g], off);
       const float mn = fmaxf(m[g], mo);
-      const float c1 = m[g] == -INFINITY ? 0.0f : expf(m[g] - mn);
-      const float c2 = mo == -INFINITY ? 0.0f : expf(mo - mn);
+      const float c1 = m[g] == -INFINITY ? 0.0f : exp2f(m[g] - mn);
+      const float c2 = mo == -INFINITY ? 0.0f : exp2f(mo - mn);
       l[g] = l[g] * c1 + lo2 * c2;
 #pragma unroll
       for (int e = 0; e < E; ++e) {
@@ -230,14 +333,18 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(AttnParams p)
       m[g] = mn;
     }
   }
+  __syncthreads();  // every warp is done with its stages: the merge reuses the shared memory
+  float* s_acc = reinterpret_cast<float*>(smem);                     // [kWarps][G][D]
+  float* s_m = s_acc + kWarps * G * D;                                // [kWarps][G]
+  float* s_l = s_m + kWarps * G;                                      // [kWarps][G]
   if (sub == 0) {
 #pragma unroll
     for (int g = 0; g < G; ++g) {
 #pragma unroll
-      for (int e = 0; e < E; ++e) s_acc[warp][g][j * E + e] = acc[g][e];
+      for (int e = 0; e < E; ++e) s_acc[(warp * G + g) * D + Sh::dim(j, e)] = acc[g][e];
       if (j == 0) {
-        s_m[warp][g] = m[g];
-        s_l[warp][g] = l[g];
+        s_m[warp * G + g] = m[g];
+        s_l[warp * G + g] = l[g];
       }
     }
   }
@@ -248,15 +355,15 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(AttnParams p)
     const int g = idx / D, d = idx % D;
     float mx = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, s_m[w][g]);
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, s_m[w * G + g]);
     float sum = 0.0f, a = 0.0f;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) {
-      const float mw = s_m[w][g];
+      const float mw = s_m[w * G + g];
       if (mw == -INFINITY) continue;
-      const float c = expf(mw - mx);
-      sum += s_l[w][g] * c;
-      a += s_acc[w][g][d] * c;
+      const float c = exp2f(mw - mx);
+      sum += s_l[w * G + g] * c;
+      a += s_acc[(w * G + g) * D + d] * c;
     }
     const int64_t oh = static_cast<int64_t>(t) * p.num_heads + h0 + g;
     if (p.num_splits == 1) {
@@ -265,7 +372,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(AttnParams p)
       float* part = p.partial + (oh * p.num_splits + split) * (D + 2);
       part[d] = a * p.v_scale;
       if (d == 0) {
-        part[D] = mx;
+        part[D] = mx;  // log2 units
         part[D + 1] = sum;
       }
     }
@@ -284,7 +391,7 @@ __global__ void __launch_bounds__(D) attention_reduce_kernel(const float* __rest
   for (int s = 0; s < num_splits; ++s) {
     const float ms = part[s * (D + 2) + D];
     if (ms == -INFINITY) continue;
-    const float c = expf(ms - mx);
+    const float c = exp2f(ms - mx);  // maxima are in log2 units
     sum += part[s * (D + 2) + D + 1] * c;
     a += part[s * (D + 2) + threadIdx.x] * c;
   }
@@ -292,7 +399,7 @@ __global__ void __launch_bounds__(D) attention_reduce_kernel(const float* __rest
 }
 
 template <int D>
-constexpr int heads_per_cta() { return D == 64 ? 8 : 4; }  // keeps q + acc within ~130 registers
+constexpr int heads_per_cta() { return D == 64 ? 8 : 4; }  // q + acc: 128 registers
 
 template <int D>
 cudaError_t launch_dim(const AttnParams& p0, DType kv_dtype, int64_t num_tokens, cudaStream_t s) {
@@ -310,12 +417,25 @@ cudaError_t launch_dim(const AttnParams& p0, DType kv_dtype, int64_t num_tokens,
   }
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess || p.num_splits == 1) return e;
-  attention_reduce_kernel<D><<<static_cast<unsigned>(num_tokens * p.num_heads), D, 0, s>>>(p.partial, p.num_splits,
-                                                                                           p.out);
-  return cudaGetLastError();
+  return launch_attention_reduce(p.partial, num_tokens * p.num_heads, p.num_splits, D, p.out, s);
 }
 
 }  // namespace
+
+cudaError_t launch_attention_reduce(const float* partial, int64_t rows, int num_splits, int64_t head_dim, float* out,
+                                    cudaStream_t s) {
+  if (rows <= 0) return cudaSuccess;
+  if (rows > 0x7fffffffLL || num_splits < 1) return cudaErrorInvalidValue;
+  const unsigned grid = static_cast<unsigned>(rows);
+  if (head_dim == 64) {
+    attention_reduce_kernel<64><<<grid, 64, 0, s>>>(partial, num_splits, out);
+  } else if (head_dim == 128) {
+    attention_reduce_kernel<128><<<grid, 128, 0, s>>>(partial, num_splits, out);
+  } else {
+    return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
 
 int64_t attention_workspace_floats(int64_t num_tokens, int64_t num_heads, int64_t head_dim, int num_splits) {
   return num_splits > 1 ? num_tokens * num_heads * num_splits * (head_dim + 2) : 0;
@@ -350,7 +470,7 @@ cudaError_t launch_paged_attention(const PagedAttentionArgs& a, const KvCacheLay
   p.num_splits = plan.num_splits;
   p.split_len = plan.split_len;
   const bool fp8 = c.dtype == DType::kF8E4M3;
-  p.scale = a.scale * (fp8 ? c.k_scale : 1.0f);
+  p.scale_log2 = a.scale * (fp8 ? c.k_scale : 1.0f) * kLog2e;
   p.v_scale = fp8 ? c.v_scale : 1.0f;
   if (c.head_dim == 64) return launch_dim<64>(p, c.dtype, a.num_tokens, s);
   if (c.head_dim == 128) return launch_dim<128>(p, c.dtype, a.num_tokens, s);

@@ -1,0 +1,408 @@
+// Decode attention on tensor cores (the fast precision mode's path for query rows that are not
+// part of a long prompt chunk: decode steps, verification steps, short chunks). One CTA per
+// (query token, KV head, context split) holds the KV head's query heads as the 16 rows of an
+// m16n8k16 MMA tile (rows past the group are zero), so S = Q K^T and O += P V cost two MMA
+// k-steps per 16 keys and the CUDA cores only run the online softmax. Each of the 4 warps runs
+// its own cp.async pipeline over interleaved stages of 16 keys (3-4 stages in flight) from the
+// paged cache into shared memory, zero-filling keys past the range.
+//
+// Precision: Q and P are rounded to BF16 for a BF16 cache; for an FP8 cache the MMA runs in
+// FP16, which holds E4M3 values exactly (one cvt per pair) and rounds Q and P to FP16. The
+// K scale is applied to the scores and the V scale to the output. Accumulation is FP32.
+// Partial results of a split use paged_attention.cu's layout and reduction kernel.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <atomic>
+#include <type_traits>
+
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/mma.cuh"
+
+namespace lancet::cuda {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kKeys = 16;    // keys per pipeline stage (one MMA k-step of P V)
+constexpr int kRows = 16;    // query heads per CTA (the MMA's M)
+constexpr float kLog2e = 1.4426950408889634f;
+
+struct DecodeParams {
+  const float* q;               // [num_tokens, num_heads, D]
+  float* out;                   // [num_tokens, num_heads, D]
+  const int32_t* query_start;   // [num_seqs + 1]
+  const int32_t* context_lens;  // [num_seqs]
+  const int32_t* block_tables;  // [num_seqs, max_blocks_per_seq]
+  const void* k_cache;          // [num_blocks, block_size, num_kv_heads, D]
+  const void* v_cache;
+  float* partial;               // [num_tokens, num_heads, num_splits, D + 2]
+  unsigned* err;
+  int64_t num_blocks;
+  int num_seqs, num_heads, num_kv_heads, group, head_chunks, max_blocks_per_seq, block_size;
+  int num_splits, split_len;
+  float q_scale;      // softmax scale * log2(e), applied to Q
+  float score_scale;  // the K cache scale (1 unless fp8), applied to the scores
+  float v_scale;      // the V cache scale (1 unless fp8)
+};
+
+template <int D, typename KV>
+struct Layout {
+  static constexpr bool kFp8 = std::is_same_v<KV, __nv_fp8_e4m3>;
+  static constexpr MmaType kType = kFp8 ? MmaType::kF16 : MmaType::kBF16;
+  // Stages per warp in shared memory: two CTAs of 4 warps fit a multiprocessor either way.
+  static constexpr int kStages = kFp8 ? 4 : 3;
+  static constexpr int kStride = D + 8;                   // b16 per shared tile row (conflict-free ldmatrix)
+  static constexpr int kTileBytes = kKeys * kStride * 2;  // one K or V tile of b16
+  static constexpr int kRawRow = D * static_cast<int>(sizeof(KV));  // bytes per cache row
+  // BF16: stages are the MMA tiles themselves; FP8: raw rows, converted into one tile pair.
+  static constexpr int kStageBytes = kFp8 ? 2 * kKeys * kRawRow : 2 * kTileBytes;
+  static constexpr int kWarpBytes = kStages * kStageBytes + (kFp8 ? 2 * kTileBytes : 0);
+  static constexpr int kMergeBytes = kWarps * kRows * (D + 2) * 4;
+  static constexpr int kSmem = kWarps * kWarpBytes > kMergeBytes ? kWarps * kWarpBytes : kMergeBytes;
+  static constexpr int kChunksPerRow = kRawRow / 16;
+  static constexpr int kCopies = kKeys * kChunksPerRow / 32;  // 16-byte copies per lane per K (and V)
+  static_assert(kKeys * kChunksPerRow % 32 == 0, "a stage's rows must divide among the lanes");
+  static_assert(kWarpBytes % 16 == 0 && kTileBytes % 16 == 0 && kStageBytes % 16 == 0, "16-byte alignment");
+};
+
+// 16 E4M3 values -> 16 FP16 values (exact).
+__device__ __forceinline__ void fp8x16_to_f16(const uint4& v, uint4* lo, uint4* hi) {
+  const unsigned u[4] = {v.x, v.y, v.z, v.w};
+  unsigned o[8];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const __half2_raw a = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(u[i] & 0xffff), __NV_E4M3);
+    const __half2_raw b = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(u[i] >> 16), __NV_E4M3);
+    o[2 * i] = *reinterpret_cast<const unsigned*>(&a);
+    o[2 * i + 1] = *reinterpret_cast<const unsigned*>(&b);
+  }
+  *lo = make_uint4(o[0], o[1], o[2], o[3]);
+  *hi = make_uint4(o[4], o[5], o[6], o[7]);
+}
+
+template <int D, typename KV>
+__global__ void __launch_bounds__(kThreads) flash_decode_kernel(DecodeParams p) {
+  using Ly = Layout<D, KV>;
+  constexpr MmaType T = Ly::kType;
+  constexpr int S = Ly::kStages;
+  extern __shared__ __align__(16) unsigned char smem[];
+
+  const int t = blockIdx.x;
+  const int kvh = blockIdx.y / p.head_chunks;
+  const int r0 = (blockIdx.y % p.head_chunks) * kRows;  // first head of the group in this CTA
+  const int nh = min(kRows, p.group - r0);
+  const int h0 = kvh * p.group + r0;
+  const int split = blockIdx.z;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, tig = lane % 4;
+
+  // The sequence owning query row t: the last s with query_start[s] <= t.
+  int lo = 0, hi = p.num_seqs;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (p.query_start[mid] <= t) lo = mid; else hi = mid;
+  }
+  const int s = lo;
+  const int qs = p.query_start[s], qe = p.query_start[s + 1];
+  const int ctx = p.context_lens[s];
+  const bool shape_ok = t >= qs && t < qe && ctx >= qe - qs &&
+                        static_cast<int64_t>(ctx) <= static_cast<int64_t>(p.max_blocks_per_seq) * p.block_size;
+  if (!shape_ok && threadIdx.x == 0) atomicOr(p.err, kErrSeqShape);
+  const int n_keys = shape_ok ? ctx - (qe - qs) + (t - qs) + 1 : 0;  // causal: keys 0..position
+  int kb = 0, ke = n_keys;
+  if (p.num_splits > 1) {
+    kb = min(split * p.split_len, n_keys);
+    ke = min(kb + p.split_len, n_keys);
+  }
+
+  // Q as the A operand: row r = head h0 + r (zero past the group), scaled into log2 units.
+  unsigned qa[D / 16][4];
+  {
+    const float* q_lo = g < nh ? p.q + (static_cast<int64_t>(t) * p.num_heads + h0 + g) * D : nullptr;
+    const float* q_hi = g + 8 < nh ? p.q + (static_cast<int64_t>(t) * p.num_heads + h0 + g + 8) * D : nullptr;
+    const float2 zero = make_float2(0.0f, 0.0f);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const int c = kk * 16 + tig * 2;
+      const float2 a0 = q_lo ? *reinterpret_cast<const float2*>(q_lo + c) : zero;
+      const float2 a1 = q_hi ? *reinterpret_cast<const float2*>(q_hi + c) : zero;
+      const float2 a2 = q_lo ? *reinterpret_cast<const float2*>(q_lo + c + 8) : zero;
+      const float2 a3 = q_hi ? *reinterpret_cast<const float2*>(q_hi + c + 8) : zero;
+      qa[kk][0] = pack2<T>(a0.x * p.q_scale, a0.y * p.q_scale);
+      qa[kk][1] = pack2<T>(a1.x * p.q_scale, a1.y * p.q_scale);
+      qa[kk][2] = pack2<T>(a2.x * p.q_scale, a2.y * p.q_scale);
+      qa[kk][3] = pack2<T>(a3.x * p.q_scale, a3.y * p.q_scale);
+    }
+  }
+  float o[D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;
+
+  const unsigned char* kc = static_cast<const unsigned char*>(p.k_cache);
+  const unsigned char* vc = static_cast<const unsigned char*>(p.v_cache);
+  const int32_t* table = p.block_tables + static_cast<int64_t>(s) * p.max_blocks_per_seq;
+  unsigned char* wbase = smem + warp * Ly::kWarpBytes;
+  const int first = kb + warp * kKeys;  // the warp's stage i covers keys first + i * kWarps * kKeys ...
+  const int n_stages = ke > first ? (ke - first + kWarps * kKeys - 1) / (kWarps * kKeys) : 0;
+
+  auto issue = [&](int i) {
+    if (i < n_stages) {
+      unsigned char* buf = wbase + (i % S) * Ly::kStageBytes;
+      const int key0 = first + i * kWarps * kKeys;
+#pragma unroll
+      for (int c = 0; c < Ly::kCopies; ++c) {
+        const int idx = lane + 32 * c;
+        const int r = idx / Ly::kChunksPerRow, off = (idx % Ly::kChunksPerRow) * 16;
+        const int key = key0 + r;
+        int64_t row = -1;  // byte offset of the key's row, or -1: zero-fill
+        if (key < ke) {
+          const int32_t blk = table[key / p.block_size];
+          if (blk < 0 || blk >= p.num_blocks) {
+            if (off == 0) atomicOr(p.err, kErrBlockId);
+          } else {
+            row = ((static_cast<int64_t>(blk) * p.block_size + key % p.block_size) * p.num_kv_heads + kvh) *
+                  Ly::kRawRow;
+          }
+        }
+        const int bytes = row >= 0 ? 16 : 0;
+        const int64_t src = row >= 0 ? row + off : 0;
+        const int dk = Ly::kFp8 ? r * Ly::kRawRow + off : r * Ly::kStride * 2 + off;
+        const int dv = Ly::kFp8 ? (kKeys + r) * Ly::kRawRow + off : Ly::kTileBytes + r * Ly::kStride * 2 + off;
+        cp_async16_zfill(buf + dk, kc + src, bytes);
+        cp_async16_zfill(buf + dv, vc + src, bytes);
+      }
+    }
+    cp_async_commit();  // one group per stage index, empty or not, keeps the wait count exact
+  };
+
+#pragma unroll
+  for (int i = 0; i < S - 1; ++i) issue(i);
+  for (int i = 0; i < n_stages; ++i) {
+    issue(i + S - 1);
+    cp_async_wait<S - 1>();
+    __syncwarp();
+    const unsigned char* buf = wbase + (i % S) * Ly::kStageBytes;
+    const unsigned char* sk = buf;
+    const unsigned char* sv = buf + Ly::kTileBytes;
+    if constexpr (Ly::kFp8) {
+      unsigned char* tk = wbase + S * Ly::kStageBytes;
+      unsigned char* tv = tk + Ly::kTileBytes;
+#pragma unroll
+      for (int c = lane; c < kKeys * Ly::kChunksPerRow; c += 32) {
+        const int r = c / Ly::kChunksPerRow, off = c % Ly::kChunksPerRow;
+        uint4 a, b;
+        fp8x16_to_f16(*reinterpret_cast<const uint4*>(buf + r * Ly::kRawRow + off * 16), &a, &b);
+        *reinterpret_cast<uint4*>(tk + r * Ly::kStride * 2 + off * 32) = a;
+        *reinterpret_cast<uint4*>(tk + r * Ly::kStride * 2 + off * 32 + 16) = b;
+        fp8x16_to_f16(*reinterpret_cast<const uint4*>(buf + (kKeys + r) * Ly::kRawRow + off * 16), &a, &b);
+        *reinterpret_cast<uint4*>(tv + r * Ly::kStride * 2 + off * 32) = a;
+        *reinterpret_cast<uint4*>(tv + r * Ly::kStride * 2 + off * 32 + 16) = b;
+      }
+      __syncwarp();
+      sk = tk;
+      sv = tv;
+    }
+    const unsigned short* k16 = reinterpret_cast<const unsigned short*>(sk);
+    const unsigned short* v16 = reinterpret_cast<const unsigned short*>(sv);
+
+    // S = Q K^T: 16 heads x 16 keys (two n-tiles of 8 keys). ldmatrix.x4 matrix l / 8 holds
+    // keys ((l / 16) * 8 ...) and dims kk + ((l / 8) % 2) * 8.
+    float sc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+    const unsigned short* kb16 = k16 + ((lane / 16) * 8 + lane % 8) * Ly::kStride + ((lane / 8) % 2) * 8;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      unsigned b[4];
+      ldmatrix_x4(b, kb16 + kk * 16);
+      mma16816<T>(sc[0], qa[kk], b[0], b[1]);
+      mma16816<T>(sc[1], qa[kk], b[2], b[3]);
+    }
+    const int key0 = first + i * kWarps * kKeys;
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const bool in = key0 + n * 8 + tig * 2 + j < ke;  // zero-filled keys past the range
+        sc[n][j] = in ? sc[n][j] * p.score_scale : -INFINITY;
+        sc[n][2 + j] = in ? sc[n][2 + j] * p.score_scale : -INFINITY;
+      }
+    float mx_lo = fmaxf(fmaxf(sc[0][0], sc[0][1]), fmaxf(sc[1][0], sc[1][1]));
+    float mx_hi = fmaxf(fmaxf(sc[0][2], sc[0][3]), fmaxf(sc[1][2], sc[1][3]));
+#pragma unroll
+    for (int off = 1; off <= 2; off *= 2) {
+      mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
+      mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
+    }
+    mx_lo = fmaxf(m_lo, mx_lo);
+    mx_hi = fmaxf(m_hi, mx_hi);
+    // Rows with every key masked so far keep m = -inf; 0 as their base makes every p 0.
+    const float base_lo = mx_lo == -INFINITY ? 0.0f : mx_lo, base_hi = mx_hi == -INFINITY ? 0.0f : mx_hi;
+    const float corr_lo = exp2f(m_lo - base_lo), corr_hi = exp2f(m_hi - base_hi);
+    m_lo = mx_lo;
+    m_hi = mx_hi;
+    float pl[2][4];
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+      pl[n][0] = exp2f(sc[n][0] - base_lo);
+      pl[n][1] = exp2f(sc[n][1] - base_lo);
+      pl[n][2] = exp2f(sc[n][2] - base_hi);
+      pl[n][3] = exp2f(sc[n][3] - base_hi);
+    }
+    l_lo = l_lo * corr_lo + (pl[0][0] + pl[0][1]) + (pl[1][0] + pl[1][1]);
+    l_hi = l_hi * corr_hi + (pl[0][2] + pl[0][3]) + (pl[1][2] + pl[1][3]);
+    // P as the A operand of the 16-key k-step: keys 0-7 in registers 0/1, 8-15 in 2/3.
+    const unsigned pa[4] = {pack2<T>(pl[0][0], pl[0][1]), pack2<T>(pl[0][2], pl[0][3]), pack2<T>(pl[1][0], pl[1][1]),
+                            pack2<T>(pl[1][2], pl[1][3])};
+    // Once the maxima settle, corr is exactly 1 in every lane and the rescale is skipped.
+    if (__any_sync(0xffffffffu, corr_lo != 1.0f || corr_hi != 1.0f)) {
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n) {
+        o[n][0] *= corr_lo;
+        o[n][1] *= corr_lo;
+        o[n][2] *= corr_hi;
+        o[n][3] *= corr_hi;
+      }
+    }
+    // O += P V, V (keys x dims) through ldmatrix.trans: matrix l / 8 holds keys
+    // ((l / 8) % 2) * 8 ... and dims n0 + (l / 16) * 8.
+    const unsigned short* vb16 = v16 + (((lane / 8) % 2) * 8 + lane % 8) * Ly::kStride + (lane / 16) * 8;
+#pragma unroll
+    for (int n = 0; n < D / 8; n += 2) {
+      unsigned b[4];
+      ldmatrix_x4_trans(b, vb16 + n * 8);
+      mma16816<T>(o[n], pa, b[0], b[1]);
+      mma16816<T>(o[n + 1], pa, b[2], b[3]);
+    }
+    __syncwarp();  // this stage's buffers are refilled later
+  }
+  cp_async_wait<0>();
+
+#pragma unroll
+  for (int off = 1; off <= 2; off *= 2) {
+    l_lo += __shfl_xor_sync(0xffffffffu, l_lo, off);
+    l_hi += __shfl_xor_sync(0xffffffffu, l_hi, off);
+  }
+  __syncthreads();  // every warp is done with its stages: the merge reuses the shared memory
+  float* s_o = reinterpret_cast<float*>(smem);  // [kWarps][kRows][D]
+  float* s_m = s_o + kWarps * kRows * D;        // [kWarps][kRows]
+  float* s_l = s_m + kWarps * kRows;            // [kWarps][kRows]
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) {
+    const int c = n * 8 + tig * 2;
+    *reinterpret_cast<float2*>(s_o + (warp * kRows + g) * D + c) = make_float2(o[n][0], o[n][1]);
+    *reinterpret_cast<float2*>(s_o + (warp * kRows + g + 8) * D + c) = make_float2(o[n][2], o[n][3]);
+  }
+  if (tig == 0) {
+    s_m[warp * kRows + g] = m_lo;
+    s_m[warp * kRows + g + 8] = m_hi;
+    s_l[warp * kRows + g] = l_lo;
+    s_l[warp * kRows + g + 8] = l_hi;
+  }
+  __syncthreads();
+
+  // Merge the warps; write the normalized output or this split's partial result.
+  for (int idx = threadIdx.x; idx < nh * D; idx += kThreads) {
+    const int r = idx / D, d = idx % D;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, s_m[w * kRows + r]);
+    float sum = 0.0f, a = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float mw = s_m[w * kRows + r];
+      if (mw == -INFINITY) continue;
+      const float c = exp2f(mw - mx);
+      sum += s_l[w * kRows + r] * c;
+      a += s_o[(w * kRows + r) * D + d] * c;
+    }
+    const int64_t oh = static_cast<int64_t>(t) * p.num_heads + h0 + r;
+    if (p.num_splits == 1) {
+      p.out[oh * D + d] = sum > 0.0f ? a * p.v_scale / sum : 0.0f;
+    } else {
+      float* part = p.partial + (oh * p.num_splits + split) * (D + 2);
+      part[d] = a * p.v_scale;
+      if (d == 0) {
+        part[D] = mx;  // log2 units
+        part[D + 1] = sum;
+      }
+    }
+  }
+}
+
+// Dynamic shared memory past 48 KB needs an opt-in per kernel and device.
+template <int D, typename KV>
+cudaError_t allow_smem() {
+  static std::atomic<uint64_t> done{0};
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return e;
+  const uint64_t bit = uint64_t{1} << (dev & 63);
+  if (done.load(std::memory_order_acquire) & bit) return cudaSuccess;
+  e = cudaFuncSetAttribute(flash_decode_kernel<D, KV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           Layout<D, KV>::kSmem);
+  if (e == cudaSuccess) done.fetch_or(bit, std::memory_order_acq_rel);
+  return e;
+}
+
+template <int D, typename KV>
+cudaError_t launch_typed(const DecodeParams& p, int64_t num_tokens, cudaStream_t s) {
+  cudaError_t e = allow_smem<D, KV>();
+  if (e != cudaSuccess) return e;
+  const dim3 grid(static_cast<unsigned>(num_tokens), static_cast<unsigned>(p.num_kv_heads * p.head_chunks),
+                  static_cast<unsigned>(p.num_splits));
+  flash_decode_kernel<D, KV><<<grid, kThreads, Layout<D, KV>::kSmem, s>>>(p);
+  return cudaGetLastError();
+}
+
+template <int D>
+cudaError_t launch_dim(const DecodeParams& p, DType kv, int64_t num_tokens, cudaStream_t s) {
+  cudaError_t e = kv == DType::kF8E4M3 ? launch_typed<D, __nv_fp8_e4m3>(p, num_tokens, s)
+                                       : launch_typed<D, __nv_bfloat16>(p, num_tokens, s);
+  if (e != cudaSuccess || p.num_splits == 1) return e;
+  return launch_attention_reduce(p.partial, num_tokens * p.num_heads, p.num_splits, D, p.out, s);
+}
+
+}  // namespace
+
+int flash_decode_heads_per_cta() { return kRows; }
+
+cudaError_t launch_flash_decode(const PagedAttentionArgs& a, const KvCacheLayer& c, const AttentionPlan& plan,
+                                unsigned* err, cudaStream_t s) {
+  if (a.num_tokens <= 0) return cudaSuccess;
+  if (a.num_tokens > 0x7fffffffLL || a.num_seqs <= 0 || c.num_kv_heads <= 0 || a.num_heads % c.num_kv_heads != 0)
+    return cudaErrorInvalidValue;
+  if (c.dtype != DType::kBF16 && c.dtype != DType::kF8E4M3) return cudaErrorInvalidValue;
+  if (plan.num_splits < 1 || (plan.num_splits > 1 && (!plan.partial || plan.split_len <= 0)))
+    return cudaErrorInvalidValue;
+  const bool fp8 = c.dtype == DType::kF8E4M3;
+  DecodeParams p{};
+  p.q = a.q;
+  p.out = a.out;
+  p.query_start = a.query_start;
+  p.context_lens = a.context_lens;
+  p.block_tables = a.block_tables;
+  p.k_cache = c.k;
+  p.v_cache = c.v;
+  p.partial = plan.partial;
+  p.err = err;
+  p.num_blocks = c.num_blocks;
+  p.num_seqs = static_cast<int>(a.num_seqs);
+  p.num_heads = static_cast<int>(a.num_heads);
+  p.num_kv_heads = static_cast<int>(c.num_kv_heads);
+  p.group = static_cast<int>(a.num_heads / c.num_kv_heads);
+  p.head_chunks = (p.group + kRows - 1) / kRows;
+  p.max_blocks_per_seq = static_cast<int>(a.max_blocks_per_seq);
+  p.block_size = static_cast<int>(c.block_size);
+  p.num_splits = plan.num_splits;
+  p.split_len = plan.split_len;
+  p.q_scale = a.scale * kLog2e;
+  p.score_scale = fp8 ? c.k_scale : 1.0f;
+  p.v_scale = fp8 ? c.v_scale : 1.0f;
+  if (c.head_dim == 64) return launch_dim<64>(p, c.dtype, a.num_tokens, s);
+  if (c.head_dim == 128) return launch_dim<128>(p, c.dtype, a.num_tokens, s);
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace lancet::cuda
