@@ -184,6 +184,9 @@ TEST(CudaAttention, TensorCorePrefillMatchesReference) {
         run_attention(geo, bs, dt, {{8743, 257}}, 23, ActivationPrecision::kFast);
         // Several sequences, ragged tiles, a decode row riding along.
         run_attention(geo, bs, dt, {{0, 100}, {5, 1}, {300, 64}, {17, 130}}, 24, ActivationPrecision::kFast);
+        // A chunk late in a long context with decode rows of other sequences: the split-KV
+        // plan counts only the prompt rows, so this batch is split too.
+        run_attention(geo, bs, dt, {{8743, 257}, {5, 1}, {4000, 1}, {100, 1}}, 25, ActivationPrecision::kFast);
       }
 }
 

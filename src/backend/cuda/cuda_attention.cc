@@ -69,10 +69,11 @@ Status CudaBackend::paged_attention(const PagedAttentionArgs& a, const KvCacheLa
   const int64_t group = a.num_heads / c.num_kv_heads;
   const int64_t ctx_bound = a.max_blocks_per_seq * c.block_size;
   if (fast && a.num_tokens >= 64 && a.num_tokens >= 4 * a.num_seqs) {
-    const int64_t ctas = flash_prefill_gqa_ctas(a.num_tokens, a.num_seqs, group, c.num_kv_heads);
+    const int64_t ctas = flash_prefill_gqa_ctas(a.num_tokens, group, c.num_kv_heads);
     if (c.dtype == DType::kF32 || ctas == 0)
       return launch_status(launch_flash_prefill(a, c, err_word_.as<unsigned>(), ctx_->stream), "paged_attention");
-    // A short chunk late in a long context: split the keys so every multiprocessor works.
+    // A short chunk late in a long context (decode rows of other sequences may ride along):
+    // split the keys so every multiprocessor works.
     AttentionPlan plan;
     if (ctas < num_sms_ && ctx_bound >= 2 * kMinPrefillSplitKeys) {
       int64_t splits = std::min({(2 * num_sms_ + ctas - 1) / ctas, ctx_bound / kMinPrefillSplitKeys, kMaxSplits});

@@ -398,10 +398,10 @@ cudaError_t launch_typed(const PrefillParams& p, unsigned grid_x, cudaStream_t s
 
 }  // namespace
 
-int64_t flash_prefill_gqa_ctas(int64_t num_tokens, int64_t num_seqs, int64_t group, int64_t num_kv_heads) {
+int64_t flash_prefill_gqa_ctas(int64_t num_tokens, int64_t group, int64_t num_kv_heads) {
   const int64_t tpc = group <= kRowsPerCta ? kRowsPerCta / group : 0;
   if (tpc == 0) return 0;
-  return ((num_tokens + tpc - 1) / tpc + num_seqs) * num_kv_heads;
+  return (num_tokens + tpc - 1) / tpc * num_kv_heads;
 }
 
 cudaError_t launch_flash_prefill_gqa(const PagedAttentionArgs& a, const KvCacheLayer& c, const AttentionPlan& plan,

@@ -75,8 +75,10 @@ cudaError_t launch_flash_decode(const PagedAttentionArgs& a, const KvCacheLayer&
 // Prompt-chunk attention on tensor cores for bf16 and fp8 caches (flash_prefill_gqa.cu): same
 // arguments and results as launch_paged_attention, the query heads of a KV head packed into one
 // CTA's rows, split-KV per plan (split_len a multiple of 64); group <= 128.
-// flash_prefill_gqa_ctas: the CTAs of an unsplit launch (0 when the group is too large).
-int64_t flash_prefill_gqa_ctas(int64_t num_tokens, int64_t num_seqs, int64_t group, int64_t num_kv_heads);
+// flash_prefill_gqa_ctas: the CTAs an unsplit launch needs for num_tokens query rows packed
+// densely (0 when the group is too large). Decode rows riding along in the batch each add a
+// CTA of little work, so the planner counts only these.
+int64_t flash_prefill_gqa_ctas(int64_t num_tokens, int64_t group, int64_t num_kv_heads);
 cudaError_t launch_flash_prefill_gqa(const PagedAttentionArgs& a, const KvCacheLayer& cache, const AttentionPlan& plan,
                                      unsigned* err, cudaStream_t s);
 
