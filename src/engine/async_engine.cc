@@ -2,6 +2,7 @@
 #include "engine/async_engine.h"
 
 #include <chrono>
+#include <thread>
 
 #include "core/logging.h"
 
@@ -59,6 +60,13 @@ AsyncEngine::AsyncEngine(Engine* engine) : engine_(engine) {
   thread_ = std::thread([this] { loop(); });
 }
 
+std::unique_lock<std::mutex> AsyncEngine::lock_engine() const {
+  waiters_.fetch_add(1, std::memory_order_acq_rel);
+  std::unique_lock<std::mutex> lock(engine_mu_);
+  waiters_.fetch_sub(1, std::memory_order_acq_rel);
+  return lock;
+}
+
 AsyncEngine::~AsyncEngine() {
   shutdown(/*drain=*/false);
 }
@@ -67,7 +75,7 @@ StatusOr<std::shared_ptr<RequestStream>> AsyncEngine::submit(const GenerationReq
   if (!accepting_.load()) return FailedPrecondition("the server is shutting down");
   auto stream = std::make_shared<RequestStream>();
   {
-    std::lock_guard<std::mutex> lock(engine_mu_);
+    auto lock = lock_engine();
     ASSIGN_OR_RETURN(int64_t id, engine_->add_request(req));
     stream->id_ = id;
     stream->n_ = req.params.n;
@@ -87,7 +95,7 @@ void AsyncEngine::abort(int64_t request_id) {
 void AsyncEngine::shutdown(bool drain) {
   accepting_.store(false);
   if (drain) {
-    std::unique_lock<std::mutex> lock(engine_mu_);
+    auto lock = lock_engine();
     while (!streams_.empty()) {
       lock.unlock();
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -96,14 +104,14 @@ void AsyncEngine::shutdown(bool drain) {
   } else {
     std::vector<int64_t> ids;
     {
-      std::lock_guard<std::mutex> lock(engine_mu_);
+      auto lock = lock_engine();
       for (const auto& [id, s] : streams_) ids.push_back(id);
     }
     for (int64_t id : ids) engine_->abort(id);
     // Let the loop turn the aborts into events and close the streams.
     for (int i = 0; i < 1000; ++i) {
       {
-        std::lock_guard<std::mutex> lock(engine_mu_);
+        auto lock = lock_engine();
         if (streams_.empty()) break;
       }
       work_cv_.notify_one();
@@ -117,17 +125,18 @@ void AsyncEngine::shutdown(bool drain) {
 }
 
 EngineStats AsyncEngine::stats() const {
-  std::lock_guard<std::mutex> lock(engine_mu_);
+  auto lock = lock_engine();
   return engine_->stats();
 }
 
 int64_t AsyncEngine::num_active_requests() const {
-  std::lock_guard<std::mutex> lock(engine_mu_);
+  auto lock = lock_engine();
   return static_cast<int64_t>(streams_.size());
 }
 
 void AsyncEngine::loop() {
   while (!stop_.load()) {
+    while (waiters_.load(std::memory_order_acquire) > 0) std::this_thread::yield();  // callers first
     std::unique_lock<std::mutex> lock(engine_mu_);
     if (!engine_->has_work()) {
       work_cv_.wait_for(lock, std::chrono::milliseconds(50));

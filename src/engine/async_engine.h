@@ -63,9 +63,14 @@ class AsyncEngine {
 
  private:
   void loop();
+  // engine_mu_ for every thread but the loop's. std::mutex is not fair and the loop takes the
+  // lock again right after each step, so callers announce themselves in waiters_ and the loop
+  // lets them in first; otherwise a submit can wait out a whole long prefill.
+  std::unique_lock<std::mutex> lock_engine() const;
 
   Engine* engine_;
   mutable std::mutex engine_mu_;  // guards engine_ and streams_
+  mutable std::atomic<int> waiters_{0};  // callers waiting for engine_mu_
   std::condition_variable work_cv_;
   std::map<int64_t, std::shared_ptr<RequestStream>> streams_;
   std::atomic<bool> accepting_{true};

@@ -158,3 +158,80 @@ TEST(AsyncEngine, EveryChoiceFinishesBeforeTheStreamEnds) {
 
 }  // namespace
 }  // namespace lancet
+
+namespace lancet {
+namespace {
+
+// Every step takes a millisecond: a long prompt keeps the loop busy for a few hundred steps.
+class SlowStepModel : public ModelExecutor {
+ public:
+  int64_t vocab_size() const override { return 100; }
+  int32_t block_size() const override { return 16; }
+  int64_t num_blocks() const override { return 200; }
+  Status execute(std::span<const SeqStepInput> batch, std::vector<float>* logits) override {
+    logits->clear();
+    for (const auto& in : batch) {
+      if (!in.need_logits) continue;
+      std::vector<float> row(100, 0.0f);
+      row[(in.tokens.back() + 1) % 100] = 10.0f;
+      logits->insert(logits->end(), row.begin(), row.end());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return OkStatus();
+  }
+};
+
+TEST(AsyncEngine, SubmitIsNotStarvedByALongPrefill) {
+  // 1600 prompt tokens in chunks of 8: about 200 back-to-back steps. Requests submitted while
+  // they run must get in (and finish, with budget left beside the chunk) long before the long
+  // prompt's first token. The loop takes its lock again right after each step; before callers
+  // were let in ahead of it, submits could wait for the lock until the prefill ended (seen on a
+  // 16-core host under a 128K-token prompt).
+  SlowStepModel model;
+  EngineConfig cfg;
+  cfg.scheduler = {.max_num_batched_tokens = 16, .max_num_seqs = 32, .max_model_len = 2048,
+                   .long_prefill_token_threshold = 8};
+  Engine engine(cfg, &model);
+  AsyncEngine async(&engine);
+  GenerationRequest longq;
+  for (int i = 0; i < 1600; ++i) longq.prompt.push_back(i % 100);
+  longq.params.temperature = 0;
+  longq.params.max_tokens = 1;
+  auto long_stream = async.submit(longq);
+  ASSERT_TRUE(long_stream.ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the prefill is under way
+  // Sixteen clients (an HTTP server's worth) submit at once and read their streams to the end.
+  std::atomic<int> finished{0}, bad{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 16; ++c) {
+    clients.emplace_back([&, c] {
+      GenerationRequest shortq;
+      shortq.prompt = {c, c + 1, c + 2};
+      shortq.params.temperature = 0;
+      shortq.params.max_tokens = 3;
+      auto s = async.submit(shortq);
+      if (!s.ok()) {
+        bad++;
+        return;
+      }
+      TokenEvent e;
+      int tokens = 0;
+      while ((*s)->next(&e))
+        if (e.token >= 0) ++tokens;
+      if (tokens == 3) finished++; else bad++;
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(finished.load(), 16);
+  EXPECT_EQ(bad.load(), 0);
+  TokenEvent ev;
+  bool timed_out = false;
+  EXPECT_FALSE((*long_stream)->next_for(&ev, 0, &timed_out)) << "the long prompt finished first";
+  EXPECT_TRUE(timed_out);
+  while ((*long_stream)->next(&ev)) {
+  }
+  async.shutdown(/*drain=*/true);
+}
+
+}  // namespace
+}  // namespace lancet
