@@ -239,54 +239,46 @@ int bench_throughput(int argc, char** argv) {
   return 0;
 }
 
-int bench_latency(int argc, char** argv) {
-  CLI::App app{"Latency: one request at a time", "lancet bench latency"};
-  RuntimeConfig rc;
-  rc.max_num_seqs = 1;
-  SamplingParams sp;
-  sp.temperature = 0.0f;
-  sp.ignore_eos = true;
-  int input_len = 32, output_len = 128, iters = 3, warmup = 1, batch_size = 1;
-  double weight_gb = 0, bandwidth_tbs = 0;
+// The measurement options of bench latency, shared by every context length of one run.
+struct LatencyOptions {
+  int output_len = 128;
+  int iters = 3;
+  int warmup = 1;
+  int batch_size = 1;
+  double weight_gb = 0;
+  double bandwidth_tbs = 0;
   bool json = false;
-  add_runtime_flags(app, &rc);
-  add_bench_model_flags(app, &rc);
-  rc.allow_forced_acceptance = true;  // benchmarks may force speculative acceptance
-  app.add_option("--input-len", input_len)->capture_default_str();
-  app.add_option("--output-len", output_len)->capture_default_str();
-  app.add_option("--batch-size", batch_size, "requests submitted together each iteration")->capture_default_str();
-  app.add_option("--num-iters", iters)->capture_default_str();
-  app.add_option("--num-iters-warmup", warmup)->capture_default_str();
-  app.add_option("--roofline-weight-gb", weight_gb, "bytes read per token (GB), for % of roofline");
-  app.add_option("--roofline-bandwidth-tbs", bandwidth_tbs, "memory bandwidth (TB/s), for % of roofline");
-  app.add_flag("--json", json);
-  CLI11_PARSE(app, argc, argv);
-  set_log_level(LogLevel::kWarning);
-  sp.max_tokens = output_len;
-  if (batch_size < 1 || input_len < 1 || output_len < 1) {
-    std::fprintf(stderr, "lancet bench latency: --batch-size, --input-len and --output-len must be at least 1\n");
-    return 2;
+};
+
+// "8192,16384" -> {8192, 16384}; every entry a positive integer.
+bool parse_lengths(const std::string& text, std::vector<int>* out) {
+  out->clear();
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t comma = std::min(text.find(',', pos), text.size());
+    const std::string item = text.substr(pos, comma - pos);
+    if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos || item.size() > 9) return false;
+    out->push_back(std::stoi(item));
+    if (out->back() < 1) return false;
+    pos = comma + 1;
   }
-  rc.max_num_seqs = std::max<int64_t>(rc.max_num_seqs, batch_size);
-  // Unless given, the step budget grows to the prompt (up to 16384) so TTFT is one prefill;
-  // a budget given on the command line is kept (it bounds the activations at long context).
-  if (rc.max_num_batched_tokens < input_len && app.count("--max-num-batched-tokens") == 0)
-    rc.max_num_batched_tokens = std::max<int64_t>(rc.max_num_batched_tokens, std::min(input_len, 16384));
-  auto rt = Runtime::create(rc);
-  if (!rt.ok()) {
-    std::fprintf(stderr, "lancet bench latency: %s\n", rt.status().to_string().c_str());
-    return 1;
-  }
+  return !out->empty();
+}
+
+// One context length: warm-up and measured iterations, then one result (a JSON line or text).
+int latency_at(Runtime& rt, const RuntimeConfig& rc, const SamplingParams& sp, int input_len,
+               const LatencyOptions& o) {
   std::vector<double> ttft, tpot, e2e;
-  for (int it = 0; it < warmup + iters; ++it) {
+  const int batch_size = o.batch_size, output_len = o.output_len, iters = o.iters;
+  for (int it = 0; it < o.warmup + iters; ++it) {
     // Fresh prompts every iteration: no prefix-cache hits.
-    auto prompts = make_prompts(**rt, batch_size, input_len, "", 1000 + static_cast<uint64_t>(it) * batch_size);
-    auto t = run_requests(**rt, *prompts, sp, /*sequential=*/batch_size == 1);
+    auto prompts = make_prompts(rt, batch_size, input_len, "", 1000 + static_cast<uint64_t>(it) * batch_size);
+    auto t = run_requests(rt, *prompts, sp, /*sequential=*/batch_size == 1);
     if (!t.ok()) {
-      std::fprintf(stderr, "lancet bench latency: %s\n", t.status().to_string().c_str());
+      std::fprintf(stderr, "lancet bench latency: input length %d: %s\n", input_len, t.status().to_string().c_str());
       return 1;
     }
-    if (it < warmup) continue;
+    if (it < o.warmup) continue;
     // A batch counts as one measurement: its first tokens are in when the slowest request's
     // is, it ends with the last one, and each request's TPOT is the median's input.
     double it_ttft = 0, it_e2e = 0;
@@ -305,11 +297,11 @@ int bench_latency(int argc, char** argv) {
                       {"ttft_s_median", percentile(ttft, 50)}, {"tpot_ms_median", tpot_med * 1e3},
                       {"decode_tok_per_s", tok_s}, {"e2e_s_median", percentile(e2e, 50)}};
   // Memory at this length: what the long-context table (bench/long_context) reports.
-  const Runtime::MemoryReport& mem = (*rt)->memory_report();
+  const Runtime::MemoryReport& mem = rt.memory_report();
   const int64_t seq_tokens = static_cast<int64_t>(input_len) + output_len;
   const int64_t seq_blocks = (seq_tokens + mem.kv_block_size - 1) / mem.kv_block_size;
   j["backend"] = rc.backend;
-  j["max_model_len"] = (*rt)->max_model_len();
+  j["max_model_len"] = rt.max_model_len();
   j["weight_bytes"] = mem.weight_bytes;
   j["kv_cache"] = {{"dtype", mem.kv_dtype},
                    {"num_blocks", mem.kv_num_blocks},
@@ -321,14 +313,15 @@ int bench_latency(int argc, char** argv) {
   // at this context length).
   j["max_concurrent_seqs"] = seq_blocks > 0 ? mem.kv_num_blocks / seq_blocks : 0;
   j["peak_rss_bytes"] = peak_rss_bytes();
-  add_speculation((*rt)->async_engine().stats(), &j);
-  if (weight_gb > 0 && bandwidth_tbs > 0) {
-    const double roof = bandwidth_tbs * 1e3 / weight_gb;
+  add_speculation(rt.async_engine().stats(), &j);  // totals since the model loaded (all lengths so far)
+  if (o.weight_gb > 0 && o.bandwidth_tbs > 0) {
+    const double roof = o.bandwidth_tbs * 1e3 / o.weight_gb;
     j["roofline_tok_per_s"] = roof;
     j["pct_of_roofline"] = 100.0 * tok_s / roof;
   }
-  if (json) {
+  if (o.json) {
     std::printf("%s\n", j.dump().c_str());
+    std::fflush(stdout);  // a later length may fail: this one's result is already out
   } else {
     std::printf("%-18s %d in / %d out, batch %d, %d iterations\n", "request", input_len, output_len, batch_size,
                 iters);
@@ -346,6 +339,59 @@ int bench_latency(int argc, char** argv) {
                   j["roofline_tok_per_s"].get<double>());
     print_speculation(j, 18);
   }
+  return 0;
+}
+
+int bench_latency(int argc, char** argv) {
+  CLI::App app{"Latency: one request at a time", "lancet bench latency"};
+  RuntimeConfig rc;
+  rc.max_num_seqs = 1;
+  SamplingParams sp;
+  sp.temperature = 0.0f;
+  sp.ignore_eos = true;
+  LatencyOptions o;
+  std::string input_lens = "32";
+  add_runtime_flags(app, &rc);
+  add_bench_model_flags(app, &rc);
+  rc.allow_forced_acceptance = true;  // benchmarks may force speculative acceptance
+  app.add_option("--input-len", input_lens,
+                 "prompt tokens; a comma-separated list measures each length in turn with the model loaded once")
+      ->capture_default_str();
+  app.add_option("--output-len", o.output_len)->capture_default_str();
+  app.add_option("--batch-size", o.batch_size, "requests submitted together each iteration")->capture_default_str();
+  app.add_option("--num-iters", o.iters)->capture_default_str();
+  app.add_option("--num-iters-warmup", o.warmup)->capture_default_str();
+  app.add_option("--roofline-weight-gb", o.weight_gb, "bytes read per token (GB), for % of roofline");
+  app.add_option("--roofline-bandwidth-tbs", o.bandwidth_tbs, "memory bandwidth (TB/s), for % of roofline");
+  app.add_flag("--json", o.json);
+  CLI11_PARSE(app, argc, argv);
+  set_log_level(LogLevel::kWarning);
+  sp.max_tokens = o.output_len;
+  std::vector<int> lengths;
+  if (!parse_lengths(input_lens, &lengths)) {
+    std::fprintf(stderr, "lancet bench latency: --input-len takes positive integers separated by commas, not '%s'\n",
+                 input_lens.c_str());
+    return 2;
+  }
+  if (o.batch_size < 1 || o.output_len < 1 || o.iters < 1 || o.warmup < 0) {
+    std::fprintf(stderr,
+                 "lancet bench latency: --batch-size, --output-len and --num-iters must be at least 1, "
+                 "--num-iters-warmup at least 0\n");
+    return 2;
+  }
+  const int longest = *std::max_element(lengths.begin(), lengths.end());
+  rc.max_num_seqs = std::max<int64_t>(rc.max_num_seqs, o.batch_size);
+  // Unless given, the step budget grows to the prompt (up to 16384) so TTFT is one prefill;
+  // a budget given on the command line is kept (it bounds the activations at long context).
+  if (rc.max_num_batched_tokens < longest && app.count("--max-num-batched-tokens") == 0)
+    rc.max_num_batched_tokens = std::max<int64_t>(rc.max_num_batched_tokens, std::min(longest, 16384));
+  auto rt = Runtime::create(rc);
+  if (!rt.ok()) {
+    std::fprintf(stderr, "lancet bench latency: %s\n", rt.status().to_string().c_str());
+    return 1;
+  }
+  for (int len : lengths)
+    if (int rc_len = latency_at(**rt, rc, sp, len, o); rc_len != 0) return rc_len;
   return 0;
 }
 

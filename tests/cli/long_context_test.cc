@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -104,6 +105,33 @@ TEST(LongContextCli, BenchLatencyReportsKvBlocksAndConcurrency) {
   EXPECT_GT(j["weight_bytes"].get<int64_t>(), files * 9 / 10);
   EXPECT_LE(j["weight_bytes"].get<int64_t>(), files);
   EXPECT_GT(j["peak_rss_bytes"].get<int64_t>(), 0);
+}
+
+TEST(LongContextCli, BenchLatencyMeasuresEveryListedLengthWithOneLoad) {
+  // Same cache as above (128 blocks of 16 tokens): 100 + 4 tokens take 7 blocks (18 fit),
+  // 300 + 4 take 19 (6 fit). One JSON line per length, in the order given.
+  std::string out;
+  const std::string m = fixture_dir("tiny-llama3");
+  ASSERT_EQ(run_command(lancet_binary() + " bench latency --model " + m +
+                            " --threads 2 --max-model-len 512 --kv-cache-memory 4194304 --input-len 300,100"
+                            " --output-len 4 --num-iters 1 --num-iters-warmup 0 --json 2>/dev/null",
+                        &out),
+            0)
+      << out;
+  std::vector<nlohmann::json> rows;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty() && line[0] == '{') rows.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(rows.size(), 2u) << out;
+  EXPECT_EQ(rows[0]["input_len"], 300);
+  EXPECT_EQ(rows[0]["max_concurrent_seqs"], 6);
+  EXPECT_EQ(rows[1]["input_len"], 100);
+  EXPECT_EQ(rows[1]["max_concurrent_seqs"], 18);
+  EXPECT_EQ(rows[1]["kv_cache"]["bytes_per_seq"], 7 * 32768);
+  for (const auto& r : rows) EXPECT_GT(r["ttft_s_median"].get<double>(), 0.0) << r.dump();
+  // A malformed list is refused before anything loads.
+  EXPECT_EQ(run_command(lancet_binary() + " bench latency --model " + m + " --input-len 100,,300 2>&1", &out), 2);
+  EXPECT_NE(out.find("--input-len takes positive integers"), std::string::npos) << out;
 }
 
 TEST(LongContextCli, RunScriptPrintsTheTableForEveryLength) {
