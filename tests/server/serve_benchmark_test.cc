@@ -23,10 +23,13 @@ class ServeBenchmarkBackground : public ::testing::Test {
     if (default_model().empty()) return;
     server_ = new ServerProcess();
     std::string err;
-    // A 256-token step budget splits the long prompt into 8 chunks that share steps with the
-    // short streams' decoding (chunked prefill).
+    // A 256-token step budget with the long prompt capped at 128 tokens a step: its 16 chunks
+    // share steps with the short streams' prompts and decoding whichever request the server
+    // admits first (without the cap, a long prompt admitted first takes every step's whole
+    // budget and the short requests wait for the end of its prefill).
     if (!server_->start({default_model(), "--max-model-len", "4096", "--kv-cache-memory", "268435456",
-                         "--max-num-batched-tokens", "256", "--threads", "2"},
+                         "--max-num-batched-tokens", "256", "--long-prefill-token-threshold", "128", "--threads",
+                         "2"},
                         &err) ||
         !server_->wait_healthy(60, &err))
       start_error_ = new std::string(err);
