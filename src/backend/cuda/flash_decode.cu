@@ -14,9 +14,9 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
-#include <atomic>
 #include <type_traits>
 
+#include "backend/cuda/attention_common.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma.cuh"
 
@@ -67,21 +67,6 @@ struct Layout {
   static_assert(kWarpBytes % 16 == 0 && kTileBytes % 16 == 0 && kStageBytes % 16 == 0, "16-byte alignment");
 };
 
-// 16 E4M3 values -> 16 FP16 values (exact).
-__device__ __forceinline__ void fp8x16_to_f16(const uint4& v, uint4* lo, uint4* hi) {
-  const unsigned u[4] = {v.x, v.y, v.z, v.w};
-  unsigned o[8];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const __half2_raw a = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(u[i] & 0xffff), __NV_E4M3);
-    const __half2_raw b = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(u[i] >> 16), __NV_E4M3);
-    o[2 * i] = *reinterpret_cast<const unsigned*>(&a);
-    o[2 * i + 1] = *reinterpret_cast<const unsigned*>(&b);
-  }
-  *lo = make_uint4(o[0], o[1], o[2], o[3]);
-  *hi = make_uint4(o[4], o[5], o[6], o[7]);
-}
-
 template <int D, typename KV>
 __global__ void __launch_bounds__(kThreads) flash_decode_kernel(DecodeParams p) {
   using Ly = Layout<D, KV>;
@@ -98,19 +83,9 @@ __global__ void __launch_bounds__(kThreads) flash_decode_kernel(DecodeParams p) 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, tig = lane % 4;
 
-  // The sequence owning query row t: the last s with query_start[s] <= t.
-  int lo = 0, hi = p.num_seqs;
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    if (p.query_start[mid] <= t) lo = mid; else hi = mid;
-  }
-  const int s = lo;
-  const int qs = p.query_start[s], qe = p.query_start[s + 1];
-  const int ctx = p.context_lens[s];
-  const bool shape_ok = t >= qs && t < qe && ctx >= qe - qs &&
-                        static_cast<int64_t>(ctx) <= static_cast<int64_t>(p.max_blocks_per_seq) * p.block_size;
-  if (!shape_ok && threadIdx.x == 0) atomicOr(p.err, kErrSeqShape);
-  const int n_keys = shape_ok ? ctx - (qe - qs) + (t - qs) + 1 : 0;  // causal: keys 0..position
+  const QueryRow qrow =
+      find_query_row(t, p.query_start, p.context_lens, p.num_seqs, p.max_blocks_per_seq, p.block_size, p.err);
+  const int s = qrow.seq, n_keys = qrow.n_keys;
   int kb = 0, ke = n_keys;
   if (p.num_splits > 1) {
     kb = min(split * p.split_len, n_keys);
@@ -331,24 +306,9 @@ __global__ void __launch_bounds__(kThreads) flash_decode_kernel(DecodeParams p) 
   }
 }
 
-// Dynamic shared memory past 48 KB needs an opt-in per kernel and device.
-template <int D, typename KV>
-cudaError_t allow_smem() {
-  static std::atomic<uint64_t> done{0};
-  int dev = 0;
-  cudaError_t e = cudaGetDevice(&dev);
-  if (e != cudaSuccess) return e;
-  const uint64_t bit = uint64_t{1} << (dev & 63);
-  if (done.load(std::memory_order_acquire) & bit) return cudaSuccess;
-  e = cudaFuncSetAttribute(flash_decode_kernel<D, KV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           Layout<D, KV>::kSmem);
-  if (e == cudaSuccess) done.fetch_or(bit, std::memory_order_acq_rel);
-  return e;
-}
-
 template <int D, typename KV>
 cudaError_t launch_typed(const DecodeParams& p, int64_t num_tokens, cudaStream_t s) {
-  cudaError_t e = allow_smem<D, KV>();
+  cudaError_t e = allow_dynamic_smem<flash_decode_kernel<D, KV>>(Layout<D, KV>::kSmem);
   if (e != cudaSuccess) return e;
   const dim3 grid(static_cast<unsigned>(num_tokens), static_cast<unsigned>(p.num_kv_heads * p.head_chunks),
                   static_cast<unsigned>(p.num_splits));

@@ -19,9 +19,9 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
-#include <atomic>
 #include <type_traits>
 
+#include "backend/cuda/attention_common.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma.cuh"
 
@@ -71,21 +71,6 @@ struct Layout {
   static constexpr int kLoads = kTileK * kChunksPerRow / kThreads;
   static_assert(kTileK * kChunksPerRow % kThreads == 0, "tile chunks must divide among the threads");
 };
-
-// 16 E4M3 values -> 16 FP16 values (exact), as two 16-byte halves.
-__device__ __forceinline__ void fp8x16_to_f16(const uint4& v, uint4* lo, uint4* hi) {
-  const unsigned u[4] = {v.x, v.y, v.z, v.w};
-  unsigned o[8];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const __half2_raw a = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(u[i] & 0xffff), __NV_E4M3);
-    const __half2_raw b = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(u[i] >> 16), __NV_E4M3);
-    o[2 * i] = *reinterpret_cast<const unsigned*>(&a);
-    o[2 * i + 1] = *reinterpret_cast<const unsigned*>(&b);
-  }
-  *lo = make_uint4(o[0], o[1], o[2], o[3]);
-  *hi = make_uint4(o[4], o[5], o[6], o[7]);
-}
 
 template <int D, typename KV>
 __global__ void __launch_bounds__(kThreads, 2) flash_prefill_gqa_kernel(PrefillParams p) {
@@ -372,24 +357,9 @@ __global__ void __launch_bounds__(kThreads, 2) flash_prefill_gqa_kernel(PrefillP
     }
 }
 
-// Dynamic shared memory past 48 KB needs an opt-in per kernel and device.
-template <int D, typename KV>
-cudaError_t allow_smem() {
-  static std::atomic<uint64_t> done{0};
-  int dev = 0;
-  cudaError_t e = cudaGetDevice(&dev);
-  if (e != cudaSuccess) return e;
-  const uint64_t bit = uint64_t{1} << (dev & 63);
-  if (done.load(std::memory_order_acquire) & bit) return cudaSuccess;
-  e = cudaFuncSetAttribute(flash_prefill_gqa_kernel<D, KV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           Layout<D, KV>::kSmem);
-  if (e == cudaSuccess) done.fetch_or(bit, std::memory_order_acq_rel);
-  return e;
-}
-
 template <int D, typename KV>
 cudaError_t launch_typed(const PrefillParams& p, unsigned grid_x, cudaStream_t s) {
-  cudaError_t e = allow_smem<D, KV>();
+  cudaError_t e = allow_dynamic_smem<flash_prefill_gqa_kernel<D, KV>>(Layout<D, KV>::kSmem);
   if (e != cudaSuccess) return e;
   const dim3 grid(grid_x, static_cast<unsigned>(p.num_kv_heads), static_cast<unsigned>(p.num_splits));
   flash_prefill_gqa_kernel<D, KV><<<grid, kThreads, Layout<D, KV>::kSmem, s>>>(p);

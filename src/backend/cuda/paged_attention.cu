@@ -22,7 +22,9 @@
 
 #include <cmath>
 
+#include "backend/cuda/attention_common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/mma.cuh"
 
 namespace lancet::cuda {
 namespace {
@@ -102,16 +104,6 @@ __device__ __forceinline__ void load_row(const __nv_fp8_e4m3* p, float (&dst)[N]
   }
 }
 
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N));
-}
-
 // Shapes of one instantiation: a lane's D / 8 dims are NP pieces of P values; pieces are
 // 16 bytes (8 for fp8 at head_dim 64).
 template <int D, int G, typename KV>
@@ -150,19 +142,9 @@ __global__ void __launch_bounds__(kThreads, 2) paged_attention_kernel(AttnParams
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int sub = lane / 8, j = lane % 8;
 
-  // The sequence owning query row t: the last s with query_start[s] <= t.
-  int lo = 0, hi = p.num_seqs;
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    if (p.query_start[mid] <= t) lo = mid; else hi = mid;
-  }
-  const int s = lo;
-  const int qs = p.query_start[s], qe = p.query_start[s + 1];
-  const int ctx = p.context_lens[s];
-  const bool shape_ok = t >= qs && t < qe && ctx >= qe - qs &&
-                        static_cast<int64_t>(ctx) <= static_cast<int64_t>(p.max_blocks_per_seq) * p.block_size;
-  if (!shape_ok && threadIdx.x == 0) atomicOr(p.err, kErrSeqShape);
-  const int n_keys = shape_ok ? ctx - (qe - qs) + (t - qs) + 1 : 0;  // causal: keys 0..position
+  const QueryRow qrow =
+      find_query_row(t, p.query_start, p.context_lens, p.num_seqs, p.max_blocks_per_seq, p.block_size, p.err);
+  const int s = qrow.seq, n_keys = qrow.n_keys;
   int kb = 0, ke = n_keys;
   if (p.num_splits > 1) {
     kb = min(split * p.split_len, n_keys);
@@ -173,11 +155,11 @@ __global__ void __launch_bounds__(kThreads, 2) paged_attention_kernel(AttnParams
 #pragma unroll
   for (int g = 0; g < G; ++g) {
     if (g < nh) {
-      const float* qrow = p.q + (static_cast<int64_t>(t) * p.num_heads + h0 + g) * D;
+      const float* qsrc = p.q + (static_cast<int64_t>(t) * p.num_heads + h0 + g) * D;
 #pragma unroll
       for (int i = 0; i < NP; ++i) {
         float part[P];
-        load_row<P>(qrow + Sh::dim(j, i * P), part);
+        load_row<P>(qsrc + Sh::dim(j, i * P), part);
 #pragma unroll
         for (int e = 0; e < P; ++e) q[g][i * P + e] = part[e] * p.scale_log2;
       }
@@ -213,8 +195,7 @@ __global__ void __launch_bounds__(kThreads, 2) paged_attention_kernel(AttnParams
     }
     return ((static_cast<int64_t>(blk) * p.block_size + key % p.block_size) * p.num_kv_heads + kvh) * D;
   };
-  // Copies stage i's K and V rows into buffer i % S (rows of keys out of range are left as they
-  // are and never used).
+  // Copies stage i's K and V rows into buffer i % S (zeros for keys out of range).
   auto issue = [&](int i) {
     if (i < n_stages) {
       unsigned char* buf = wsmem + (i % S) * Sh::kStageBytes;
@@ -224,10 +205,11 @@ __global__ void __launch_bounds__(kThreads, 2) paged_attention_kernel(AttnParams
         const int idx = lane + 32 * c;
         const int r = idx / Sh::kChunksPerRow, off = (idx % Sh::kChunksPerRow) * 16;
         const int64_t row = locate(key0 + r, off == 0);
-        if (row >= 0) {
-          cp_async16(buf + r * Sh::kRowBytes + off, reinterpret_cast<const unsigned char*>(kc + row) + off);
-          cp_async16(buf + (kStageKeys + r) * Sh::kRowBytes + off, reinterpret_cast<const unsigned char*>(vc + row) + off);
-        }
+        const int bytes = row >= 0 ? 16 : 0;  // zero-fill keys past the range (and bad blocks)
+        const int64_t src = row >= 0 ? row : 0;
+        cp_async16_zfill(buf + r * Sh::kRowBytes + off, reinterpret_cast<const unsigned char*>(kc + src) + off, bytes);
+        cp_async16_zfill(buf + (kStageKeys + r) * Sh::kRowBytes + off,
+                         reinterpret_cast<const unsigned char*>(vc + src) + off, bytes);
       }
     }
     cp_async_commit();  // one group per stage index, empty or not, keeps the wait count exact
@@ -242,7 +224,7 @@ __global__ void __launch_bounds__(kThreads, 2) paged_attention_kernel(AttnParams
     __syncwarp();
     const unsigned char* buf = wsmem + (i % S) * Sh::kStageBytes;
     const int key_a = stage_key(i) + sub, key_b = key_a + 4;
-    const bool va = locate(key_a, false) >= 0, vb = locate(key_b, false) >= 0;
+    const bool va = key_a < ke, vb = key_b < ke;  // rows past the range are zeros
     float ka[E], kb2[E];
     const KV* rka = reinterpret_cast<const KV*>(buf + sub * Sh::kRowBytes);
     const KV* rkb = reinterpret_cast<const KV*>(buf + (sub + 4) * Sh::kRowBytes);
@@ -282,12 +264,7 @@ __global__ void __launch_bounds__(kThreads, 2) paged_attention_kernel(AttnParams
       for (int pc = 0; pc < NP; ++pc) {
         float ta[P], tb[P];
         load_row<P>(rva + Sh::dim(j, pc * P), ta);
-        if (vb) {
-          load_row<P>(rvb + Sh::dim(j, pc * P), tb);
-        } else {
-#pragma unroll
-          for (int e = 0; e < P; ++e) tb[e] = 0.0f;  // a stale row must not reach 0 * x
-        }
+        load_row<P>(rvb + Sh::dim(j, pc * P), tb);  // zeros when b is past the range: pb * 0
 #pragma unroll
         for (int e = 0; e < P; ++e) {
           vva[pc * P + e] = ta[e];

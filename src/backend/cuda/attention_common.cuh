@@ -1,0 +1,71 @@
+// Pieces every paged-attention kernel shares: finding the sequence and causal key range of a
+// query row, E4M3 -> FP16 conversion of 16 cache bytes, and the per-device opt-in to more than
+// 48 KB of dynamic shared memory.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "backend/cuda/kernels.h"
+
+namespace lancet::cuda {
+
+// Query row t of a varlen batch: its sequence (the last s with query_start[s] <= t), that
+// sequence's first query row, and the keys the row sees (0 .. its position; 0 keys, with
+// kErrSeqShape raised by thread 0, when query_start / context_lens / the block table bound
+// disagree).
+struct QueryRow {
+  int seq;
+  int n_keys;
+};
+
+__device__ __forceinline__ QueryRow find_query_row(int t, const int32_t* query_start /*[num_seqs + 1]*/,
+                                                   const int32_t* context_lens /*[num_seqs]*/, int num_seqs,
+                                                   int max_blocks_per_seq, int block_size, unsigned* err) {
+  int lo = 0, hi = num_seqs;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (query_start[mid] <= t) lo = mid; else hi = mid;
+  }
+  const int qs = query_start[lo], qe = query_start[lo + 1];
+  const int ctx = context_lens[lo];
+  const bool ok = t >= qs && t < qe && ctx >= qe - qs &&
+                  static_cast<int64_t>(ctx) <= static_cast<int64_t>(max_blocks_per_seq) * block_size;
+  if (!ok && threadIdx.x == 0) atomicOr(err, kErrSeqShape);
+  return {lo, ok ? ctx - (qe - qs) + (t - qs) + 1 : 0};
+}
+
+// 16 E4M3 values -> 16 FP16 values (exact), as two 16-byte halves.
+__device__ __forceinline__ void fp8x16_to_f16(const uint4& v, uint4* lo, uint4* hi) {
+  const unsigned u[4] = {v.x, v.y, v.z, v.w};
+  unsigned o[8];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const __half2_raw a = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(u[i] & 0xffff), __NV_E4M3);
+    const __half2_raw b = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(u[i] >> 16), __NV_E4M3);
+    o[2 * i] = *reinterpret_cast<const unsigned*>(&a);
+    o[2 * i + 1] = *reinterpret_cast<const unsigned*>(&b);
+  }
+  *lo = make_uint4(o[0], o[1], o[2], o[3]);
+  *hi = make_uint4(o[4], o[5], o[6], o[7]);
+}
+
+// Dynamic shared memory past 48 KB needs an opt-in per kernel and device: done once each.
+template <auto Kernel>
+cudaError_t allow_dynamic_smem(int bytes) {
+  static std::atomic<uint64_t> done{0};
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return e;
+  const uint64_t bit = uint64_t{1} << (dev & 63);
+  if (done.load(std::memory_order_acquire) & bit) return cudaSuccess;
+  e = cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (e == cudaSuccess) done.fetch_or(bit, std::memory_order_acq_rel);
+  return e;
+}
+
+}  // namespace lancet::cuda
