@@ -312,6 +312,8 @@ int latency_at(Runtime& rt, const RuntimeConfig& rc, const SamplingParams& sp, i
   // Sequences of input_len + output_len tokens the cache holds at once (what bounds batching
   // at this context length).
   j["max_concurrent_seqs"] = seq_blocks > 0 ? mem.kv_num_blocks / seq_blocks : 0;
+  if (mem.draft_weight_bytes > 0)
+    j["draft"] = {{"weight_bytes", mem.draft_weight_bytes}, {"kv_cache_bytes", mem.draft_kv_bytes}};
   j["peak_rss_bytes"] = peak_rss_bytes();
   add_speculation(rt.async_engine().stats(), &j);  // totals since the model loaded (all lengths so far)
   if (o.weight_gb > 0 && o.bandwidth_tbs > 0) {

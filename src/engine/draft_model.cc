@@ -51,12 +51,26 @@ StatusOr<std::unique_ptr<DraftModel>> load_draft_model(const DraftModelOptions& 
   auto model = LlamaModel::create(*d->source, backend, mopts);
   if (!model.ok()) return model.status().with_context("speculative draft model " + o.path);
   d->model = std::move(*model);
-  ASSIGN_OR_RETURN(d->cache, PagedKvCache::create(backend, d->model->kv_cache_config(o.num_blocks, o.block_size, o.kv_dtype)));
-  d->executor = std::make_unique<LlamaExecutor>(backend, *d->model, *d->cache);
   const ModelConfig& mc = d->source->config();
-  LOG_INFO("speculative draft model " << o.path << ": " << mc.num_layers << " layers, hidden " << mc.hidden_size
-                                      << ", KV cache " << o.num_blocks << " blocks");
+  LOG_INFO("speculative draft model " << o.path << ": " << mc.num_layers << " layers, hidden " << mc.hidden_size);
   return d;
+}
+
+int64_t DraftModel::kv_block_bytes(int64_t block_size, DType kv_dtype) const {
+  const ModelConfig& mc = source->config();
+  return 2 * mc.num_layers * block_size * mc.num_kv_heads * mc.head_dim * kv_cache_element_bytes(kv_dtype);
+}
+
+Status create_draft_kv_cache(DraftModel& d, Backend& backend, int64_t num_blocks, int64_t block_size,
+                             DType kv_dtype) {
+  auto cache = PagedKvCache::create(backend, d.model->kv_cache_config(num_blocks, block_size, kv_dtype));
+  if (!cache.ok()) return cache.status().with_context("speculative draft model KV cache");
+  d.cache = std::move(*cache);
+  d.executor = std::make_unique<LlamaExecutor>(backend, *d.model, *d.cache);
+  LOG_INFO("speculative draft model KV cache: " << num_blocks << " blocks of " << block_size << " tokens ("
+                                                << ((num_blocks * d.kv_block_bytes(block_size, kv_dtype)) >> 20)
+                                                << " MiB)");
+  return OkStatus();
 }
 
 }  // namespace lancet

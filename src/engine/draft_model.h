@@ -22,9 +22,6 @@ namespace lancet {
 struct DraftModelOptions {
   std::string path;           // HF directory or .gguf
   int64_t max_model_len = 0;  // the target's
-  int32_t block_size = 16;
-  int64_t num_blocks = 0;     // draft KV blocks
-  DType kv_dtype = DType::kF32;
   bool dummy = false;         // random weights of path's config (the target's --load-format dummy)
 };
 
@@ -32,15 +29,25 @@ struct DraftModel {
   std::unique_ptr<ModelSource> source;
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<LlamaModel> model;
-  std::unique_ptr<PagedKvCache> cache;
-  std::unique_ptr<LlamaExecutor> executor;
+  std::unique_ptr<PagedKvCache> cache;        // null until create_draft_kv_cache
+  std::unique_ptr<LlamaExecutor> executor;    // likewise
+
+  // Bytes of one KV block of the draft (K and V of every layer).
+  int64_t kv_block_bytes(int64_t block_size, DType kv_dtype) const;
 };
 
-// target_tokenizer may be null (checkpoints without one): then only the vocabulary sizes and
-// the special ids of the configs are compared.
+// Opens the draft, checks it against the target and loads its weights on `backend`. The KV
+// cache comes later (create_draft_kv_cache), once the runtime has sized both models' caches
+// from the memory both models' weights leave. target_tokenizer may be null (checkpoints
+// without one): then only the vocabulary sizes and the special ids of the configs are
+// compared.
 StatusOr<std::unique_ptr<DraftModel>> load_draft_model(const DraftModelOptions& options, Backend& backend,
                                                        const ModelConfig& target_config,
                                                        const Tokenizer* target_tokenizer);
+
+// The draft's paged KV cache of num_blocks blocks, and its executor.
+Status create_draft_kv_cache(DraftModel& draft, Backend& backend, int64_t num_blocks, int64_t block_size,
+                             DType kv_dtype);
 
 // The start-up check alone (for tests): OK when the draft can propose tokens for the target.
 Status check_draft_compatible(const ModelConfig& target, const Tokenizer* target_tok, const ModelConfig& draft,

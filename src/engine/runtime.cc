@@ -210,24 +210,47 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::create(const RuntimeConfig& config) 
     ASSIGN_OR_RETURN(im.model, LlamaModel::create(*rt->source_, *im.backend, mopts));
     be0 = im.backend.get();
   }
+  // Speculative decoding with a draft model: its weights load now, so the memory they take is
+  // counted before the KV caches are sized (TP excludes speculation: validate()).
+  ASSIGN_OR_RETURN(const SpeculativeConfig spec, parse_speculative_config(config.speculative_config));
+  if (spec.method == SpecMethod::kDraft) {
+    DraftModelOptions dopts;
+    dopts.path = spec.model;
+    dopts.max_model_len = max_len;
+    dopts.dummy = config.load_format == "dummy";  // benchmarks: dummy target, dummy draft
+    ASSIGN_OR_RETURN(im.draft, load_draft_model(dopts, *im.backend, mc, rt->tokenizer_.get()));
+  }
   const int64_t elem = kv_cache_element_bytes(kv_dtype);  // fp8: 1 byte, so more blocks per byte budget
   // One block on one rank (all of them without tensor parallelism), K and V of every layer.
   const int64_t block_bytes = im.tp ? im.tp->kv_block_bytes(config.block_size, kv_dtype)
                                     : 2 * mc.num_layers * config.block_size * mc.num_kv_heads * mc.head_dim * elem;
   const int64_t blocks_per_seq = (max_len + config.block_size - 1) / config.block_size;
+  // The draft's cache, when there is one, takes as many blocks as the target's plus room for
+  // each sequence's drafts, all from the same budget: `pair_bytes` per target block, plus
+  // `fixed_bytes` once.
+  const int64_t draft_block_bytes = im.draft ? im.draft->kv_block_bytes(config.block_size, kv_dtype) : 0;
+  const int64_t draft_extra_blocks =
+      im.draft ? config.max_num_seqs * (spec.num_speculative_tokens / config.block_size + 2) : 0;
+  const int64_t pair_bytes = block_bytes + draft_block_bytes;
+  const int64_t fixed_bytes = draft_extra_blocks * draft_block_bytes;
+  const int64_t one_seq_bytes = blocks_per_seq * pair_bytes + fixed_bytes;
   int64_t budget = config.kv_cache_memory;
   size_t dev_free = 0, dev_total = 0;
   if (budget == 0 && be0->memory_info(&dev_free, &dev_total)) {
-    // GPU: the KV cache takes what --gpu-memory-utilization leaves of the device after the
-    // weights (already loaded) and a reserve for activations at the largest step. With tensor
-    // parallelism every GPU holds the same share, so rank 0's device sizes all of them.
+    // GPU: the KV caches take what --gpu-memory-utilization leaves of the device after the
+    // weights (already loaded, the draft's too) and a reserve for activations at the largest
+    // step of each model. With tensor parallelism every GPU holds the same share, so rank 0's
+    // device sizes all of them.
     const int64_t used = static_cast<int64_t>(dev_total - dev_free);
     const int64_t tokens = std::max(config.max_num_batched_tokens, config.max_num_seqs);
-    const int64_t activations =
-        tokens * (8 * mc.hidden_size + (4 * mc.intermediate_size + 4 * mc.num_heads * mc.head_dim) / tp) * 4 +
-        config.max_num_seqs * mc.vocab_size * 4 * 2 / tp + (int64_t{1} << 30);
-    budget = static_cast<int64_t>(config.gpu_memory_utilization * static_cast<double>(dev_total)) - used - activations;
-    if (budget < blocks_per_seq * block_bytes)
+    auto activations = [&](const ModelConfig& c) {
+      return tokens * (8 * c.hidden_size + (4 * c.intermediate_size + 4 * c.num_heads * c.head_dim) / tp) * 4 +
+             config.max_num_seqs * c.vocab_size * 4 * 2 / tp;
+    };
+    const int64_t reserve =
+        activations(mc) + (im.draft ? activations(im.draft->source->config()) : 0) + (int64_t{1} << 30);
+    budget = static_cast<int64_t>(config.gpu_memory_utilization * static_cast<double>(dev_total)) - used - reserve;
+    if (budget < one_seq_bytes)
       return ResourceExhausted("GPU memory: " + std::to_string(used >> 20) + " MiB in use of " +
                                std::to_string(dev_total >> 20) + " MiB leaves no room for one sequence of " +
                                std::to_string(max_len) + " tokens at --gpu-memory-utilization " +
@@ -238,14 +261,15 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::create(const RuntimeConfig& config) 
   if (budget == 0) {
     // CPU default: room for every sequence slot at full length, capped at 2 GiB, but never
     // less than one full-length sequence.
-    const int64_t want = blocks_per_seq * block_bytes * config.max_num_seqs;
-    budget = std::max(std::min<int64_t>(want, int64_t{2} << 30), blocks_per_seq * block_bytes);
+    const int64_t want = blocks_per_seq * pair_bytes * config.max_num_seqs + fixed_bytes;
+    budget = std::max(std::min<int64_t>(want, int64_t{2} << 30), one_seq_bytes);
   }
-  const int64_t num_blocks = budget / block_bytes;
+  const int64_t num_blocks = std::max<int64_t>(budget - fixed_bytes, 0) / pair_bytes;
   if (num_blocks < blocks_per_seq)
     return InvalidArgument("the KV cache (" + std::to_string(budget >> 20) + " MiB) cannot hold one sequence of " +
-                           std::to_string(max_len) + " tokens (" + std::to_string((blocks_per_seq * block_bytes) >> 20) +
-                           " MiB); raise --kv-cache-memory or lower --max-model-len");
+                           std::to_string(max_len) + " tokens (" + std::to_string(one_seq_bytes >> 20) + " MiB" +
+                           (im.draft ? " with the draft model's cache" : "") +
+                           "); raise --kv-cache-memory or lower --max-model-len");
   if (im.tp) {
     RETURN_IF_ERROR(im.tp->allocate_kv_cache(num_blocks, config.block_size, kv_dtype));
     publish_kv_cache_scales({});
@@ -288,18 +312,10 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::create(const RuntimeConfig& config) 
   ec.max_logprobs = config.max_logprobs;
   ec.model_id = rt->source_->path() + "|" + config.load_format + "|" + config.quantization;
   ec.kv_dtype = dtype_name(kv_dtype);
-  ASSIGN_OR_RETURN(ec.speculative, parse_speculative_config(config.speculative_config));
-  if (ec.speculative.method == SpecMethod::kDraft) {
-    DraftModelOptions dopts;
-    dopts.path = ec.speculative.model;
-    dopts.max_model_len = max_len;
-    dopts.block_size = config.block_size;
-    // As many blocks as the target plus room for each sequence's drafts; the draft's blocks
-    // are smaller whenever the draft is.
-    dopts.num_blocks = num_blocks + config.max_num_seqs * (ec.speculative.num_speculative_tokens / config.block_size + 2);
-    dopts.kv_dtype = kv_dtype;
-    dopts.dummy = config.load_format == "dummy";  // benchmarks: dummy target, dummy draft
-    ASSIGN_OR_RETURN(im.draft, load_draft_model(dopts, *im.backend, mc, rt->tokenizer_.get()));
+  ec.speculative = spec;
+  if (im.draft) {
+    RETURN_IF_ERROR(create_draft_kv_cache(*im.draft, *im.backend, num_blocks + draft_extra_blocks, config.block_size,
+                                          kv_dtype));
     if (kv_dtype == DType::kF8E4M3)
       RETURN_IF_ERROR(rt->setup_fp8_kv_scales(*im.draft->source, *im.draft->model, *im.draft->cache).status());
     ec.draft_kv.enable_prefix_caching = config.enable_prefix_caching;
@@ -310,6 +326,8 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::create(const RuntimeConfig& config) 
     };
     ec.draft_cost_ratio = weights(im.draft->source->config()) / std::max(weights(mc), 1.0);
     ec.draft_kv.salt = kv_cache_salt(im.draft->source->path() + "|draft", dtype_name(kv_dtype), "");
+    rt->memory_.draft_weight_bytes = loaded_weight_bytes(*im.draft->source, false);
+    rt->memory_.draft_kv_bytes = (num_blocks + draft_extra_blocks) * draft_block_bytes;
   }
   rt->engine_ = std::make_unique<Engine>(ec, im.executor.get(), im.draft ? im.draft->executor.get() : nullptr);
   if (rt->tokenizer_) rt->engine_->set_tokenizer(rt->tokenizer_.get());

@@ -98,6 +98,10 @@ class Runtime {
     int64_t kv_bytes_per_token = 0;
     int64_t weight_bytes = 0;
     std::string kv_dtype;
+    // Speculative decoding with a draft model: its weights and its KV cache (from the same
+    // budget as the target's); 0 without one.
+    int64_t draft_weight_bytes = 0;
+    int64_t draft_kv_bytes = 0;
   };
   const MemoryReport& memory_report() const { return memory_; }
 

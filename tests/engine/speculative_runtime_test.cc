@@ -98,6 +98,46 @@ TEST(SpeculativeRuntime, DraftMustShareTheVocabulary) {
   EXPECT_FALSE(Runtime::create(rc).ok());
 }
 
+// The draft's KV cache comes out of the same budget as the target's (on a GPU, out of the
+// memory both models' weights leave), so a draft never pushes the process past the budget.
+TEST(SpeculativeRuntime, DraftKvCacheSharesTheTargetsBudget) {
+  RuntimeConfig rc;
+  rc.model = testing::fixture_dir("tiny-llama32");
+  rc.max_model_len = 256;
+  rc.max_num_seqs = 4;
+  rc.kv_cache_memory = int64_t{8} << 20;
+  auto plain = Runtime::create(rc);
+  ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+  const Runtime::MemoryReport alone = (*plain)->memory_report();
+  EXPECT_EQ(alone.draft_kv_bytes, 0);
+  EXPECT_EQ(alone.draft_weight_bytes, 0);
+
+  rc.speculative_config = R"({"method": "draft", "model": ")" + testing::fixture_dir("tiny-gqa8") +
+                          R"(", "num_speculative_tokens": 3})";
+  auto spec = Runtime::create(rc);
+  ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+  const Runtime::MemoryReport m = (*spec)->memory_report();
+  EXPECT_GT(m.draft_weight_bytes, 0);
+  EXPECT_GT(m.draft_kv_bytes, 0);
+  const int64_t target_bytes = m.kv_num_blocks * m.kv_block_bytes;
+  EXPECT_LT(m.kv_num_blocks, alone.kv_num_blocks);
+  EXPECT_LE(target_bytes + m.draft_kv_bytes, rc.kv_cache_memory);
+  // Nearly all of it: less than one target block plus one draft block is left over.
+  const int64_t draft_blocks = m.kv_num_blocks + rc.max_num_seqs * (3 / m.kv_block_size + 2);
+  ASSERT_EQ(m.draft_kv_bytes % draft_blocks, 0);
+  EXPECT_GT(target_bytes + m.draft_kv_bytes + m.kv_block_bytes + m.draft_kv_bytes / draft_blocks, rc.kv_cache_memory);
+  EXPECT_EQ((*spec)->async_engine().stats().num_blocks, m.kv_num_blocks);
+
+  // A budget that holds one sequence of the target alone but not with the draft's cache.
+  const int64_t one_seq = (256 / m.kv_block_size) * m.kv_block_bytes;
+  rc.kv_cache_memory = one_seq + one_seq / 4;
+  auto tight = Runtime::create(rc);
+  ASSERT_FALSE(tight.ok());
+  EXPECT_NE(tight.status().message().find("draft"), std::string::npos) << tight.status().to_string();
+  rc.speculative_config.clear();
+  EXPECT_TRUE(Runtime::create(rc).ok());
+}
+
 TEST(SpeculativeRuntime, SmolLM2GreedyTextIsIdenticalWithSpeculation) {
   const std::string model = testing::default_model();
   ASSERT_FALSE(model.empty()) << "default model missing: run tools/fetch_model.sh";
