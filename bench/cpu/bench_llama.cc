@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
       const int64_t seq = cache->add_sequence();
       auto t0 = std::chrono::steady_clock::now();
       SequenceStep s{seq, prompt.data(), pp, 0, LogitsMode::kLast, {}};
-      auto st = build_step(**be, *cache, {s});
+      auto st = build_step(*cache, {s});
       Status fs = (*model)->forward(*st, *cache, &logits);
       if (!fs.ok()) return std::fprintf(stderr, "%s\n", fs.to_string().c_str()), 1;
       best_pp = std::min(best_pp, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
     auto cache = PagedKvCache::create(**be, (*model)->kv_cache_config((tg_prefix + tg) / 16 + 2)).value();
     const int64_t seq = cache->add_sequence();
     SequenceStep s{seq, prompt.data(), tg_prefix, 0, LogitsMode::kLast, {}};
-    auto st = build_step(**be, *cache, {s});
+    auto st = build_step(*cache, {s});
     Status fs = (*model)->forward(*st, *cache, &logits);
     if (!fs.ok()) return std::fprintf(stderr, "%s\n", fs.to_string().c_str()), 1;
     auto t1 = std::chrono::steady_clock::now();
@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
     for (int64_t i = 0; i < tg; ++i) {
       next = greedy(logits);
       SequenceStep d{seq, &next, 1, tg_prefix + i, LogitsMode::kLast, {}};
-      auto ds = build_step(**be, *cache, {d});
+      auto ds = build_step(*cache, {d});
       fs = (*model)->forward(*ds, *cache, &logits);
       if (!fs.ok()) return std::fprintf(stderr, "%s\n", fs.to_string().c_str()), 1;
     }

@@ -10,7 +10,7 @@ StatusOr<StepMetadata> LlamaExecutor::make_step(std::span<const SeqStepInput> ba
   std::vector<SequenceStep> seqs;
   std::vector<std::span<const int32_t>> tables;
   RETURN_IF_ERROR(to_sequence_steps(batch, &seqs, &tables));
-  return build_step_with_tables(backend_, cache_.block_size(), cache_.config().num_blocks, seqs, tables);
+  return build_step_with_tables(cache_.block_size(), cache_.config().num_blocks, seqs, tables);
 }
 
 Status LlamaExecutor::execute(std::span<const SeqStepInput> batch, std::vector<float>* logits) {

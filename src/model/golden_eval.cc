@@ -99,7 +99,7 @@ StatusOr<GoldenCaseResult> eval_golden_case(LlamaModel& model, Backend& backend,
     s.logits = LogitsMode::kSelected;
     const size_t first = wi;
     while (wi < want.size() && want[wi] < start + n) s.logits_offsets.push_back(want[wi++] - start);
-    ASSIGN_OR_RETURN(StepMetadata st, build_step(backend, *cache, {s}));
+    ASSIGN_OR_RETURN(StepMetadata st, build_step(*cache, {s}));
     std::vector<float> lg;
     RETURN_IF_ERROR(model.forward(st, *cache, &lg));
     std::copy(lg.begin(), lg.end(), got.begin() + first * V);
@@ -140,7 +140,7 @@ StatusOr<GoldenCaseResult> eval_golden_case(LlamaModel& model, Backend& backend,
     s.num_tokens = 1;
     s.start_pos = L + i;
     s.logits = LogitsMode::kLast;
-    ASSIGN_OR_RETURN(StepMetadata st, build_step(backend, *cache, {s}));
+    ASSIGN_OR_RETURN(StepMetadata st, build_step(*cache, {s}));
     std::vector<float> lg;
     RETURN_IF_ERROR(model.forward(st, *cache, &lg));
     next = static_cast<int32_t>(argmax(lg.data(), V));

@@ -118,7 +118,7 @@ StatusOr<KvScales> calibrate_kv_scales(LlamaModel& model, Backend& backend,
     ss.num_tokens = n;
     ss.start_pos = 0;
     ss.logits = LogitsMode::kNone;
-    auto step = build_step(backend, *cache, {ss});
+    auto step = build_step(*cache, {ss});
     st = step.ok() ? model.forward(*step, *cache, &logits) : step.status();
     cache->free_sequence(seq);
     if (!st.ok()) break;

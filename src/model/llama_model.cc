@@ -47,7 +47,7 @@ StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::create(const ModelSource& src,
   return m;
 }
 
-LlamaModel::LlamaModel(Backend& be) : be_(be) {}
+LlamaModel::LlamaModel(Backend& be) : be_(be), uploader_(be) {}
 LlamaModel::~LlamaModel() = default;
 
 KvCacheConfig LlamaModel::kv_cache_config(int64_t num_blocks, int64_t block_size, DType dtype) const {
@@ -101,18 +101,7 @@ Status LlamaModel::enqueue_step(const StepMetadata& st, PagedKvCache& cache) {
     return FailedPrecondition("forward: the fp8 kv cache has no K/V scales (set them from the checkpoint or a calibration)");
   if (graphs_ && !kv_observer_ && DecodeGraphs::eligible(st)) return graphs_->run(*this, st, cache, nullptr);
   RETURN_IF_ERROR(ensure_workspace(T, R));
-  StepView v;
-  v.num_tokens = T;
-  v.num_seqs = st.num_seqs;
-  v.max_blocks_per_seq = st.max_blocks_per_seq;
-  v.num_logits_rows = R;
-  v.token_ids = st.d_token_ids.as<int32_t>();
-  v.positions = st.d_positions.as<int32_t>();
-  v.query_start = st.d_query_start.as<int32_t>();
-  v.context_lens = st.d_context_lens.as<int32_t>();
-  v.slot_mapping = st.d_slot_mapping.as<int64_t>();
-  v.block_tables = st.d_block_tables.as<int32_t>();
-  v.logits_rows = st.d_logits_rows.as<int32_t>();
+  ASSIGN_OR_RETURN(const StepView v, uploader_.upload(st));
   return enqueue(v, cache);
 }
 

@@ -13,6 +13,7 @@
 #include "model/llama_weights.h"
 #include "model/rope.h"
 #include "model/step.h"
+#include "model/step_upload.h"
 
 namespace lancet {
 
@@ -27,22 +28,6 @@ struct LlamaModelOptions {
   LlamaWeightOptions weights;
   // Replay decode steps as captured graphs on backends that have them (model/decode_graphs.h).
   bool decode_graphs = true;
-};
-
-// Device pointers and sizes of one step, whichever buffers hold them (StepMetadata's own
-// copies, or the fixed buffers the decode graphs replay from).
-struct StepView {
-  int64_t num_tokens = 0;
-  int64_t num_seqs = 0;
-  int64_t max_blocks_per_seq = 0;
-  int64_t num_logits_rows = 0;
-  const int32_t* token_ids = nullptr;     // [num_tokens]
-  const int32_t* positions = nullptr;     // [num_tokens]
-  const int32_t* query_start = nullptr;   // [num_seqs + 1]
-  const int32_t* context_lens = nullptr;  // [num_seqs]
-  const int64_t* slot_mapping = nullptr;  // [num_tokens]
-  const int32_t* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq]
-  const int32_t* logits_rows = nullptr;   // [num_logits_rows]
 };
 
 class DecodeGraphs;
@@ -100,6 +85,7 @@ class LlamaModel {
   int64_t ws_tokens_ = 0, ws_rows_ = 0;
   Buffer residual_, hidden_, q_, k_, v_, attn_, proj_, gate_, up_, act_, sel_, logits_;
   std::unique_ptr<DecodeGraphs> graphs_;  // null when disabled or unsupported
+  StepUploader uploader_;                 // the metadata of steps that run eagerly
   KvAbsmaxObserver* kv_observer_ = nullptr;  // calibration only
 };
 

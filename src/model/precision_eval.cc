@@ -116,7 +116,7 @@ struct CachedSequence {
     s.num_tokens = n;
     s.start_pos = start;
     s.logits = LogitsMode::kAll;
-    ASSIGN_OR_RETURN(StepMetadata st, build_step(backend, *cache, {s}));
+    ASSIGN_OR_RETURN(StepMetadata st, build_step(*cache, {s}));
     RETURN_IF_ERROR(model.forward(st, *cache, logits));
     if (static_cast<int64_t>(logits->size()) != n * model.config().vocab_size)
       return Internal("forward returned " + std::to_string(logits->size()) + " logits for " + std::to_string(n) +

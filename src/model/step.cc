@@ -7,8 +7,7 @@
 
 namespace lancet {
 
-StatusOr<StepMetadata> build_step(Backend& backend, PagedKvCache& cache,
-                                  const std::vector<SequenceStep>& seqs) {
+StatusOr<StepMetadata> build_step(PagedKvCache& cache, const std::vector<SequenceStep>& seqs) {
   std::vector<std::span<const int32_t>> tables;
   tables.reserve(seqs.size());
   for (const SequenceStep& s : seqs) {
@@ -20,7 +19,7 @@ StatusOr<StepMetadata> build_step(Backend& backend, PagedKvCache& cache,
     ASSIGN_OR_RETURN(const std::vector<int32_t>* table, cache.block_table(s.seq));
     tables.emplace_back(table->data(), table->size());
   }
-  return build_step_with_tables(backend, cache.block_size(), cache.config().num_blocks, seqs, tables);
+  return build_step_with_tables(cache.block_size(), cache.config().num_blocks, seqs, tables);
 }
 
 }  // namespace lancet

@@ -1,7 +1,8 @@
 // Per-step metadata, built once per forward pass and read by every layer (DESIGN.md §2):
 // token ids, positions, per-sequence query offsets and context lengths, the slot each new
-// token's K/V goes to, block tables, and which rows need logits. Host copies are kept for
-// inspection; the backend copies are what the ops read.
+// token's K/V goes to, block tables, and which rows need logits. StepMetadata holds them on
+// the host; StepView (what the ops read) points at the backend's copy (model/step_upload.h,
+// or the decode graphs' arena).
 #pragma once
 
 #include <cstdint>
@@ -40,14 +41,25 @@ struct StepMetadata {
   std::vector<int64_t> slot_mapping;  // [num_tokens]
   std::vector<int32_t> block_tables;  // [num_seqs, max_blocks_per_seq]
   std::vector<int32_t> logits_rows;   // [num_logits_rows] indexes into the step's tokens
-  // backend copies of the above
-  Buffer d_token_ids, d_positions, d_query_start, d_context_lens, d_slot_mapping, d_block_tables,
-      d_logits_rows;
+};
+
+// The same arrays in backend memory, as the ops read them.
+struct StepView {
+  int64_t num_tokens = 0;
+  int64_t num_seqs = 0;
+  int64_t max_blocks_per_seq = 0;
+  int64_t num_logits_rows = 0;
+  const int32_t* token_ids = nullptr;     // [num_tokens]
+  const int32_t* positions = nullptr;     // [num_tokens]
+  const int32_t* query_start = nullptr;   // [num_seqs + 1]
+  const int32_t* context_lens = nullptr;  // [num_seqs]
+  const int64_t* slot_mapping = nullptr;  // [num_tokens]
+  const int32_t* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq]
+  const int32_t* logits_rows = nullptr;   // [num_logits_rows]
 };
 
 // Reserves cache blocks for every sequence (ResourceExhausted when the cache is full) and
 // builds the step. Logits rows come out in sequence order (all rows of a kAll sequence).
-StatusOr<StepMetadata> build_step(Backend& backend, PagedKvCache& cache,
-                                  const std::vector<SequenceStep>& seqs);
+StatusOr<StepMetadata> build_step(PagedKvCache& cache, const std::vector<SequenceStep>& seqs);
 
 }  // namespace lancet

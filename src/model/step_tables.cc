@@ -1,20 +1,13 @@
-// build_step_with_tables: flattens the step's sequences into the arrays the backend ops read.
+// build_step_with_tables: flattens the step's sequences into the arrays the backend ops read
+// (host copies; StepUploader or the decode graphs move them to the backend).
 #include "model/step_tables.h"
 
 #include <algorithm>
 #include <string>
 
 namespace lancet {
-namespace {
-template <typename T>
-StatusOr<Buffer> upload_vector(Backend& be, const std::vector<T>& v) {
-  ASSIGN_OR_RETURN(Buffer b, be.alloc(std::max<size_t>(1, v.size()) * sizeof(T)));
-  RETURN_IF_ERROR(be.copy_to_device(b.data(), v.data(), v.size() * sizeof(T)));
-  return b;
-}
-}  // namespace
 
-StatusOr<StepMetadata> build_step_with_tables(Backend& backend, int64_t bs, int64_t num_blocks,
+StatusOr<StepMetadata> build_step_with_tables(int64_t bs, int64_t num_blocks,
                                               const std::vector<SequenceStep>& seqs,
                                               const std::vector<std::span<const int32_t>>& tables) {
   if (tables.size() != seqs.size()) return InvalidArgument("step: one block table per sequence expected");
@@ -64,13 +57,6 @@ StatusOr<StepMetadata> build_step_with_tables(Backend& backend, int64_t bs, int6
     const int64_t n = std::min<int64_t>(m.max_blocks_per_seq, static_cast<int64_t>(tables[s].size()));
     std::copy(tables[s].begin(), tables[s].begin() + n, m.block_tables.begin() + s * m.max_blocks_per_seq);
   }
-  ASSIGN_OR_RETURN(m.d_token_ids, upload_vector(backend, m.token_ids));
-  ASSIGN_OR_RETURN(m.d_positions, upload_vector(backend, m.positions));
-  ASSIGN_OR_RETURN(m.d_query_start, upload_vector(backend, m.query_start));
-  ASSIGN_OR_RETURN(m.d_context_lens, upload_vector(backend, m.context_lens));
-  ASSIGN_OR_RETURN(m.d_slot_mapping, upload_vector(backend, m.slot_mapping));
-  ASSIGN_OR_RETURN(m.d_block_tables, upload_vector(backend, m.block_tables));
-  ASSIGN_OR_RETURN(m.d_logits_rows, upload_vector(backend, m.logits_rows));
   return m;
 }
 

@@ -8,6 +8,7 @@
 
 #include "model/rope.h"
 #include "model/step_tables.h"
+#include "model/step_upload.h"
 
 namespace lancet {
 
@@ -22,6 +23,14 @@ struct TpGroup::Rank {
   Buffer d_cos, d_sin;   // [max_positions, rotary_dim / 2]
   std::unique_ptr<PagedKvCache> cache;
   StepMetadata st;
+  std::unique_ptr<StepUploader> uploader;  // made with the first step
+  StepView view;                           // st on this rank's backend
+
+  Status upload_step() {
+    if (!uploader) uploader = std::make_unique<StepUploader>(*be);
+    ASSIGN_OR_RETURN(view, uploader->upload(st));
+    return OkStatus();
+  }
   // Activations ([tokens, ...] with local head / column counts; residual and proj full width).
   Buffer residual, hidden, q, k, v, attn, proj, gate, up, act, sel, logits, local_ids;
 
@@ -225,7 +234,8 @@ Status TpGroup::forward(const std::vector<SequenceStep>& seqs, std::vector<float
   if (!ranks_[0]->cache) return FailedPrecondition("tensor parallel: no KV cache allocated");
   for (auto& rk : ranks_) {
     RETURN_IF_ERROR(rk->be->make_current());
-    ASSIGN_OR_RETURN(rk->st, build_step(*rk->be, *rk->cache, seqs));
+    ASSIGN_OR_RETURN(rk->st, build_step(*rk->cache, seqs));
+    RETURN_IF_ERROR(rk->upload_step());
   }
   return run(logits);
 }
@@ -237,8 +247,9 @@ Status TpGroup::forward_with_tables(const std::vector<SequenceStep>& seqs,
   if (!ranks_[0]->cache) return FailedPrecondition("tensor parallel: no KV cache allocated");
   for (auto& rk : ranks_) {
     RETURN_IF_ERROR(rk->be->make_current());
-    ASSIGN_OR_RETURN(rk->st, build_step_with_tables(*rk->be, rk->cache->block_size(), rk->cache->config().num_blocks,
-                                                    seqs, tables));
+    ASSIGN_OR_RETURN(rk->st, build_step_with_tables(rk->cache->block_size(), rk->cache->config().num_blocks, seqs,
+                                                    tables));
+    RETURN_IF_ERROR(rk->upload_step());
   }
   return run(logits);
 }
@@ -303,7 +314,7 @@ Status TpGroup::run(std::vector<float>* logits) {
       ra.interleaved = cfg_.rope_interleaved;
       ra.q = rk->q.as<float>();
       ra.k = rk->k.as<float>();
-      ra.positions = st.d_positions.as<int32_t>();
+      ra.positions = rk->view.positions;
       ra.cos = rk->d_cos.as<float>();
       ra.sin = rk->d_sin.as<float>();
       ra.max_positions = max_model_len_;
@@ -312,7 +323,7 @@ Status TpGroup::run(std::vector<float>* logits) {
       kw.num_tokens = T;
       kw.k = rk->k.as<float>();
       kw.v = rk->v.as<float>();
-      kw.slot_mapping = st.d_slot_mapping.as<int64_t>();
+      kw.slot_mapping = rk->view.slot_mapping;
       RETURN_IF_ERROR(be.kv_write(kw, rk->cache->layer(li)));
       PagedAttentionArgs pa;
       pa.num_tokens = T;
@@ -321,9 +332,9 @@ Status TpGroup::run(std::vector<float>* logits) {
       pa.max_blocks_per_seq = st.max_blocks_per_seq;
       pa.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
       pa.q = rk->q.as<float>();
-      pa.query_start = st.d_query_start.as<int32_t>();
-      pa.context_lens = st.d_context_lens.as<int32_t>();
-      pa.block_tables = st.d_block_tables.as<int32_t>();
+      pa.query_start = rk->view.query_start;
+      pa.context_lens = rk->view.context_lens;
+      pa.block_tables = rk->view.block_tables;
       pa.out = rk->attn.as<float>();
       RETURN_IF_ERROR(be.paged_attention(pa, rk->cache->layer(li)));
       RETURN_IF_ERROR(be.matmul(rk->attn.as<float>(), T, L.o, proj));  // partial [T, H]
@@ -357,7 +368,7 @@ Status TpGroup::run(std::vector<float>* logits) {
     Rank& rk = *ranks_[r];
     Backend& be = *rk.be;
     RETURN_IF_ERROR(be.make_current());
-    const int32_t* rows = rk.st.d_logits_rows.as<int32_t>();
+    const int32_t* rows = rk.view.logits_rows;
     RETURN_IF_ERROR(be.gather_rows(rk.residual.as<float>(), T, H, rows, R, rk.hidden.as<float>()));
     RETURN_IF_ERROR(be.gather_rows(rk.proj.as<float>(), T, H, rows, R, rk.sel.as<float>()));
     RmsNormArgs nf{R, H, rk.sel.as<float>(), rk.hidden.as<float>(), rk.final_norm.as<float>(), eps,

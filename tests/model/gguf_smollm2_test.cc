@@ -112,13 +112,13 @@ TEST(GgufSmolLM2, MatchesNumpyForwardOverGgufPyDequantizedWeights) {
     };
     // Prompt minus its last token in one step (all rows), then the last token as a decode step.
     SequenceStep s{seq, ids.data(), T - 1, 0, LogitsMode::kAll, {}};
-    auto st = build_step(**be, *cache, {s});
+    auto st = build_step(*cache, {s});
     ASSERT_TRUE(st.ok());
     std::vector<float> logits;
     ASSERT_TRUE((*model)->forward(*st, *cache, &logits).ok());
     for (int64_t r = 0; r < T - 1; ++r) compare(logits.data() + r * V, r);
     SequenceStep d{seq, ids.data() + T - 1, 1, T - 1, LogitsMode::kLast, {}};
-    auto ds = build_step(**be, *cache, {d});
+    auto ds = build_step(*cache, {d});
     ASSERT_TRUE(ds.ok());
     ASSERT_TRUE((*model)->forward(*ds, *cache, &logits).ok());
     compare(logits.data(), T - 1);

@@ -137,7 +137,7 @@ std::vector<float> all_logits(LlamaModel& model, Backend& be, const std::vector<
   auto cache = PagedKvCache::create(be, model.kv_cache_config((n + 15) / 16, 16, dtype)).value();
   if (scales) EXPECT_TRUE(cache->set_scales(scales->k, scales->v).ok());
   SequenceStep s{cache->add_sequence(), ids.data(), n, 0, LogitsMode::kAll, {}};
-  auto st = build_step(be, *cache, {s});
+  auto st = build_step(*cache, {s});
   EXPECT_TRUE(st.ok());
   std::vector<float> logits;
   Status r = model.forward(*st, *cache, &logits);
@@ -155,13 +155,13 @@ std::vector<int32_t> greedy(LlamaModel& model, Backend& be, const std::vector<in
   std::vector<int32_t> out;
   std::vector<float> logits;
   SequenceStep s{seq, prompt.data(), n, 0, LogitsMode::kLast, {}};
-  auto st = build_step(be, *cache, {s});
+  auto st = build_step(*cache, {s});
   EXPECT_TRUE(st.ok() && model.forward(*st, *cache, &logits).ok());
   for (int64_t i = 0; i < steps; ++i) {
     out.push_back(static_cast<int32_t>(argmax(logits.data(), V)));
     if (i + 1 == steps) break;
     SequenceStep d{seq, &out.back(), 1, n + i, LogitsMode::kLast, {}};
-    auto ds = build_step(be, *cache, {d});
+    auto ds = build_step(*cache, {d});
     EXPECT_TRUE(ds.ok() && model.forward(*ds, *cache, &logits).ok());
   }
   return out;
@@ -193,7 +193,7 @@ TEST(KvCalibration, AbsmaxIsWhatTheCacheHolds) {
     const int64_t n = static_cast<int64_t>(p.size());
     auto cache = PagedKvCache::create(**be, (*model)->kv_cache_config((n + 15) / 16, 16, DType::kF32)).value();
     SequenceStep s{cache->add_sequence(), p.data(), n, 0, LogitsMode::kNone, {}};
-    auto st = build_step(**be, *cache, {s});
+    auto st = build_step(*cache, {s});
     std::vector<float> lg;
     ASSERT_TRUE(st.ok() && (*model)->forward(*st, *cache, &lg).ok());
     const int64_t row = 64;  // one kv head of 64
@@ -230,7 +230,7 @@ TEST(KvCalibration, ForwardRefusesFp8CacheWithoutScales) {
   EXPECT_EQ(cache->set_scales({0.1f, 0.f}, {0.1f, 0.1f}).code(), StatusCode::kInvalidArgument);
   const std::vector<int32_t> ids = {1, 5, 9};
   SequenceStep s{cache->add_sequence(), ids.data(), 3, 0, LogitsMode::kLast, {}};
-  auto st = build_step(**be, *cache, {s});
+  auto st = build_step(*cache, {s});
   ASSERT_TRUE(st.ok());
   std::vector<float> lg;
   EXPECT_EQ((*model)->forward(*st, *cache, &lg).code(), StatusCode::kFailedPrecondition);

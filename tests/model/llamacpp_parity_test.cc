@@ -57,7 +57,7 @@ TEST(LlamaCppParity, GreedyContinuationsMatchOrDivergeAtTies) {
     auto cache = PagedKvCache::create(**be, (*model)->kv_cache_config(16)).value();
     const int64_t seq = cache->add_sequence();
     std::vector<float> logits;
-    auto st = build_step(**be, *cache, {SequenceStep{seq, prompt.data(), static_cast<int64_t>(prompt.size()), 0,
+    auto st = build_step(*cache, {SequenceStep{seq, prompt.data(), static_cast<int64_t>(prompt.size()), 0,
                                                      LogitsMode::kLast, {}}});
     ASSERT_TRUE(st.ok());
     ASSERT_TRUE((*model)->forward(*st, *cache, &logits).ok());
@@ -72,7 +72,7 @@ TEST(LlamaCppParity, GreedyContinuationsMatchOrDivergeAtTies) {
       }
       if (agree >= 0 || i + 1 == want.size() || want[i] == eos) break;
       const int32_t next = want[i];
-      auto ds = build_step(**be, *cache, {SequenceStep{seq, &next, 1, static_cast<int64_t>(prompt.size() + i),
+      auto ds = build_step(*cache, {SequenceStep{seq, &next, 1, static_cast<int64_t>(prompt.size() + i),
                                                        LogitsMode::kLast, {}}});
       ASSERT_TRUE(ds.ok());
       ASSERT_TRUE((*model)->forward(*ds, *cache, &logits).ok());

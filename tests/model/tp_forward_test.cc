@@ -107,7 +107,7 @@ Agreement run_tp_vs_single_rank(const std::string& fixture, int tp, std::unique_
     SequenceStep st{*seqt, tokens.data(), static_cast<int64_t>(tokens.size()), pos, LogitsMode::kLast, {}};
     // The group leaves its last rank's GPU current; the reference runs on GPU 0.
     EXPECT_TRUE((*be)->make_current().ok());
-    auto meta = build_step(**be, **cache, {s1});
+    auto meta = build_step(**cache, {s1});
     EXPECT_TRUE(meta.ok()) << meta.status().to_string();
     std::vector<float> ref, got;
     Status s = (*model)->forward(*meta, **cache, &ref);

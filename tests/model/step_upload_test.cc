@@ -1,0 +1,105 @@
+// StepUploader: the packed arena holds every array of the step byte for byte, 16-byte
+// aligned, and is reused (grown only when a step needs more) from step to step.
+#include "model/step_upload.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "model/step_tables.h"
+
+namespace lancet {
+namespace {
+
+template <typename T>
+std::vector<T> read(const T* p, size_t n) {
+  return std::vector<T>(p, p + n);
+}
+
+// Three sequences: a 5-token prompt chunk at position 11, a decode row, a 2-token
+// verification-style step with both rows selected.
+StepMetadata make_step(int64_t extra_blocks) {
+  const int64_t bs = 4;
+  std::vector<std::vector<int32_t>> tables = {{7, 3, 9, 1, 0}, {2, 5}, {4, 6, 8}};
+  for (int64_t i = 0; i < extra_blocks; ++i) tables[0].push_back(static_cast<int32_t>(10 + i));
+  std::vector<int32_t> a = {11, 12, 13, 14, 15}, b = {21}, c = {31, 32};
+  std::vector<SequenceStep> seqs(3);
+  seqs[0].tokens = a.data();
+  seqs[0].num_tokens = 5;
+  seqs[0].start_pos = 11 + extra_blocks * bs;
+  seqs[1].tokens = b.data();
+  seqs[1].num_tokens = 1;
+  seqs[1].start_pos = 6;
+  seqs[2].tokens = c.data();
+  seqs[2].num_tokens = 2;
+  seqs[2].start_pos = 9;
+  seqs[2].logits = LogitsMode::kAll;
+  std::vector<std::span<const int32_t>> spans;
+  for (const auto& t : tables) spans.emplace_back(t.data(), t.size());
+  auto st = build_step_with_tables(bs, 64, seqs, spans);
+  EXPECT_TRUE(st.ok()) << st.status().to_string();
+  return *st;
+}
+
+void expect_view_equals(const StepView& v, const StepMetadata& st) {
+  EXPECT_EQ(v.num_tokens, st.num_tokens);
+  EXPECT_EQ(v.num_seqs, st.num_seqs);
+  EXPECT_EQ(v.max_blocks_per_seq, st.max_blocks_per_seq);
+  EXPECT_EQ(v.num_logits_rows, st.num_logits_rows);
+  EXPECT_EQ(read(v.token_ids, st.token_ids.size()), st.token_ids);
+  EXPECT_EQ(read(v.positions, st.positions.size()), st.positions);
+  EXPECT_EQ(read(v.query_start, st.query_start.size()), st.query_start);
+  EXPECT_EQ(read(v.context_lens, st.context_lens.size()), st.context_lens);
+  EXPECT_EQ(read(v.slot_mapping, st.slot_mapping.size()), st.slot_mapping);
+  EXPECT_EQ(read(v.block_tables, st.block_tables.size()), st.block_tables);
+  EXPECT_EQ(read(v.logits_rows, st.logits_rows.size()), st.logits_rows);
+  for (const void* p : {static_cast<const void*>(v.token_ids), static_cast<const void*>(v.positions),
+                        static_cast<const void*>(v.query_start), static_cast<const void*>(v.context_lens),
+                        static_cast<const void*>(v.slot_mapping), static_cast<const void*>(v.block_tables),
+                        static_cast<const void*>(v.logits_rows)})
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 16, 0u);
+}
+
+TEST(StepUploader, ArenaHoldsEveryArrayAndIsReused) {
+  auto be = make_backend("cpu");
+  ASSERT_TRUE(be.ok());
+  StepUploader up(**be);
+  const StepMetadata small = make_step(0);
+  // The host arrays the ops will read: spot-check the builder's values first.
+  EXPECT_EQ(small.num_tokens, 8);
+  EXPECT_EQ(small.logits_rows, (std::vector<int32_t>{4, 5, 6, 7}));
+  EXPECT_EQ(small.slot_mapping[0], 9 * 4 + 3);  // position 11: block 2 of the table (id 9), offset 3
+  auto v1 = up.upload(small);
+  ASSERT_TRUE(v1.ok()) << v1.status().to_string();
+  expect_view_equals(*v1, small);
+
+  // A bigger step grows the arena; a smaller one after it reuses it (same base address).
+  const StepMetadata big = make_step(40);
+  auto v2 = up.upload(big);
+  ASSERT_TRUE(v2.ok());
+  expect_view_equals(*v2, big);
+  auto v3 = up.upload(small);
+  ASSERT_TRUE(v3.ok());
+  expect_view_equals(*v3, small);
+  EXPECT_EQ(v3->token_ids, v2->token_ids);
+
+  // An empty step still gets a valid (non-null) arena.
+  auto v4 = up.upload(StepMetadata{});
+  ASSERT_TRUE(v4.ok());
+  EXPECT_NE(v4->token_ids, nullptr);
+}
+
+TEST(StepUploader, LayoutIsPackedAndAligned) {
+  const StepMetadata st = make_step(3);
+  const StepUploader::Layout l = StepUploader::layout(st);
+  EXPECT_EQ(l.token_ids, 0u);
+  EXPECT_EQ(l.positions, 32u);  // 8 int32 ids
+  EXPECT_GE(l.block_tables, l.slot_mapping + st.slot_mapping.size() * sizeof(int64_t));
+  EXPECT_EQ(l.bytes % 16, 0u);
+  EXPECT_GE(l.bytes, l.block_tables + st.block_tables.size() * sizeof(int32_t));
+  EXPECT_LT(l.bytes, l.block_tables + st.block_tables.size() * sizeof(int32_t) + 16);
+}
+
+}  // namespace
+}  // namespace lancet
