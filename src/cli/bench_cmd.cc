@@ -52,6 +52,25 @@ void add_speculation(const EngineStats& st, nlohmann::json* j) {
                          {"final_k", st.spec_current_k}};
 }
 
+// The engine's host work per step (scheduling, sampling bookkeeping, detokenization: what
+// is not a model pass), totals since the model loaded.
+void add_engine_timing(const EngineStats& st, nlohmann::json* j) {
+  if (st.steps == 0) return;
+  const double host = std::max(st.step_seconds - st.model_seconds, 0.0);
+  (*j)["engine"] = {{"steps", st.steps},
+                    {"step_ms_mean", 1e3 * st.step_seconds / static_cast<double>(st.steps)},
+                    {"host_ms_per_step", 1e3 * host / static_cast<double>(st.steps)},
+                    {"host_share", st.step_seconds > 0 ? host / st.step_seconds : 0.0}};
+}
+
+void print_engine_timing(const nlohmann::json& j, int width) {
+  if (!j.contains("engine")) return;
+  const auto& e = j["engine"];
+  std::printf("%-*s %.3f ms of %.3f ms per step (%.1f%%)\n", width, "engine host work",
+              e["host_ms_per_step"].get<double>(), e["step_ms_mean"].get<double>(),
+              100.0 * e["host_share"].get<double>());
+}
+
 // width: the label column of the report it joins.
 void print_speculation(const nlohmann::json& j, int width) {
   if (!j.contains("speculative")) return;
@@ -224,6 +243,7 @@ int bench_throughput(int argc, char** argv) {
                       {"total_tokens_per_s", (in_tokens + out_tokens) / elapsed},
                       {"preemptions", (*rt)->async_engine().stats().preemptions}};
   add_speculation((*rt)->async_engine().stats(), &j);
+  add_engine_timing((*rt)->async_engine().stats(), &j);
   if (json) {
     std::printf("%s\n", j.dump().c_str());
   } else {
@@ -235,6 +255,7 @@ int bench_throughput(int argc, char** argv) {
     std::printf("%-22s %.1f\n", "output tokens/s", j["output_tokens_per_s"].get<double>());
     std::printf("%-22s %.1f\n", "total tokens/s", j["total_tokens_per_s"].get<double>());
     print_speculation(j, 22);
+    print_engine_timing(j, 22);
   }
   return 0;
 }
@@ -316,6 +337,7 @@ int latency_at(Runtime& rt, const RuntimeConfig& rc, const SamplingParams& sp, i
     j["draft"] = {{"weight_bytes", mem.draft_weight_bytes}, {"kv_cache_bytes", mem.draft_kv_bytes}};
   j["peak_rss_bytes"] = peak_rss_bytes();
   add_speculation(rt.async_engine().stats(), &j);  // totals since the model loaded (all lengths so far)
+  add_engine_timing(rt.async_engine().stats(), &j);  // likewise
   if (o.weight_gb > 0 && o.bandwidth_tbs > 0) {
     const double roof = o.bandwidth_tbs * 1e3 / o.weight_gb;
     j["roofline_tok_per_s"] = roof;
@@ -340,6 +362,7 @@ int latency_at(Runtime& rt, const RuntimeConfig& rc, const SamplingParams& sp, i
       std::printf("%-18s %.1f%% of %.0f tok/s\n", "roofline", j["pct_of_roofline"].get<double>(),
                   j["roofline_tok_per_s"].get<double>());
     print_speculation(j, 18);
+    print_engine_timing(j, 18);
   }
   return 0;
 }

@@ -219,9 +219,17 @@ FinishReason Engine::emit_token(Sequence* seq, SampleResult r, std::vector<Token
 }
 
 StatusOr<std::vector<TokenEvent>> Engine::step() {
+  // Wall time of the whole step and of the model passes in it (target and draft): the rest is
+  // the engine's host work (EngineStats::host_seconds).
+  struct StepTimer {
+    double* total;
+    std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+    ~StepTimer() { *total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
+  } step_timer{&counters_.step_seconds};
   std::vector<TokenEvent> events;
   apply_aborts(&events);
   if (spec_) {
+    const StepTimer draft_timer{&counters_.model_seconds};
     Status st = spec_->propose(scheduler_->running(), config_.eos_token_ids);
     if (!st.ok()) {
       // Drafting is an optimisation: without drafts the step is a plain decode step.
@@ -308,9 +316,9 @@ StatusOr<std::vector<TokenEvent>> Engine::step() {
   for (int32_t t : device_tokens)
     if (st.ok() && (t < 0 || t >= model_->vocab_size()))
       st = Internal("device sampling returned token " + std::to_string(t) + ", outside the vocabulary");
-  if (spec_)
-    spec_->observe_target_step(out.num_batched_tokens,
-                               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  const double model_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  counters_.model_seconds += model_s;
+  if (spec_) spec_->observe_target_step(out.num_batched_tokens, model_s);
   counters_.steps++;
   if (!st.ok()) {
     // The step's sequences end with finish_reason error; everything else carries on.

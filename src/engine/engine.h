@@ -67,6 +67,12 @@ struct EngineStats {
   int64_t prefix_hits = 0;
   int64_t preemptions = 0;
   int64_t steps = 0;
+  // Wall seconds in step() (steps that ran a model pass or found nothing to run), and the
+  // part spent in model passes (the target's execute and the draft's proposals). The
+  // difference is the engine's host work: scheduling, block tables, sampling bookkeeping on
+  // device-sampled rows (all of sampling otherwise), detokenization and stop checks.
+  double step_seconds = 0;
+  double model_seconds = 0;
   int64_t prompt_tokens_computed = 0;
   int64_t generation_tokens = 0;
   // Speculative decoding (zero when off); names follow vLLM's spec_decode metrics.

@@ -127,6 +127,9 @@ std::string Metrics::render(const std::string& model_name, const EngineStats& st
   counter("vllm:generation_tokens_total", "Number of generation tokens of finished requests.",
           static_cast<double>(generation_tokens_));
   counter("lancet:engine_steps_total", "Engine steps run.", static_cast<double>(st.steps));
+  counter("lancet:engine_step_seconds_total", "Wall seconds in engine steps.", st.step_seconds);
+  counter("lancet:engine_model_seconds_total", "Wall seconds of engine steps spent in model passes (target and draft).",
+          st.model_seconds);
   if (st.spec_enabled) {
     // Speculative decoding, with vLLM's counter names; the acceptance rate is accepted / drafted.
     counter("vllm:spec_decode_num_drafts_total", "Verifications of a sequence's draft tokens.",

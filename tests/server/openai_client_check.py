@@ -220,11 +220,19 @@ def scenario_api():
 
 # ---------------------------------------------------------------------------------------------
 def metric(name):
+    """The value of a metric: `name` alone (its one sample), or `name{labels` up to the closing
+    brace to pick one sample of a labelled family."""
     status, text = http("GET", "/metrics")
+    prefix = name + ("}" if "{" in name else "{")
     for line in text.splitlines():
-        if line.startswith(name + "{"):
+        if line.startswith(prefix):
             return float(line.rsplit(" ", 1)[1])
     return None
+
+
+def finished_by_reason(model):
+    return {r: metric('vllm:request_success_total{model_name="%s",finished_reason="%s"' % (model, r)) or 0
+            for r in ("stop", "length", "abort", "error")}
 
 
 def scenario_load():
@@ -266,6 +274,7 @@ def scenario_load():
                 with lock:
                     failures.append("worker %d: %r" % (w, e))
 
+    before = finished_by_reason(model)
     t0 = time.time()
     threads = [threading.Thread(target=worker, args=(w,)) for w in range(64)]
     for t in threads:
@@ -282,8 +291,14 @@ def scenario_load():
           "no request left running")
     check(metric("vllm:kv_cache_usage_perc") == 0, "KV usage back to 0 (no leaked blocks)")
     check(metric("lancet:http_requests_in_flight") == 0, "no HTTP request in flight")
-    check(metric('vllm:request_success_total{model_name="%s",finished_reason="abort"' % model) is None or True,
-          "metrics parse")
+    after = finished_by_reason(model)
+    by_reason = {r: after[r] - before[r] for r in after}  # this scenario's requests (the server is shared)
+    check(sum(by_reason.values()) == 192 and by_reason["error"] == 0,
+          "every request counted by finish reason, none as an error: %s" % by_reason)
+    check(by_reason["abort"] <= stats["cancelled"], "aborts only for cancelled streams: %s" % by_reason)
+    step_s, model_s = metric("lancet:engine_step_seconds_total"), metric("lancet:engine_model_seconds_total")
+    check(step_s is not None and model_s is not None and 0 < model_s <= step_s,
+          "engine step and model seconds exported (%s, %s)" % (step_s, model_s))
     status, text = http("GET", "/metrics")
     for name in ("vllm:time_to_first_token_seconds_count", "vllm:e2e_request_latency_seconds_count",
                  "vllm:inter_token_latency_seconds_count", "vllm:prompt_tokens_total",
