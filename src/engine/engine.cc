@@ -336,10 +336,15 @@ StatusOr<std::vector<TokenEvent>> Engine::step() {
   // seed) and costs a pass over the vocabulary each: spread it over the thread pool, which
   // matters at large batches of large vocabularies. Draft verification updates shared
   // statistics and stays on this thread.
-  std::vector<size_t> plain;
+  std::vector<size_t> plain;  // rows sampled here from host logits
   for (size_t i = 0; i < sampled.size(); ++i) {
     ScheduledSeq& s = out.scheduled[sampled[i].sched];
-    if (s.num_spec_tokens > 0) {
+    if (sampled[i].device >= 0) {
+      // Sampled on the device: only the token to take (no work worth the thread pool).
+      SampleResult r;
+      r.token = device_tokens[sampled[i].device];
+      results[i].push_back(std::move(r));
+    } else if (s.num_spec_tokens > 0) {
       const float* base = logits.data() + sampled[i].host_row * vocab;
       const int32_t nd = static_cast<int32_t>(s.num_spec_tokens);
       VerifyResult v = spec_->verify(s.seq, nd, std::span<const float>(base, (nd + 1) * vocab), vocab,
@@ -352,12 +357,6 @@ StatusOr<std::vector<TokenEvent>> Engine::step() {
   }
   auto sample_one = [&](size_t i) {
     const Sequence* seq = out.scheduled[sampled[i].sched].seq;
-    if (sampled[i].device >= 0) {
-      SampleResult r;
-      r.token = device_tokens[sampled[i].device];
-      results[i].push_back(std::move(r));
-      return;
-    }
     SampleContext ctx;
     ctx.prompt_tokens = std::span<const int32_t>(seq->tokens).first(seq->prompt_len);
     ctx.output_tokens = std::span<const int32_t>(seq->tokens).subspan(seq->prompt_len);

@@ -1,0 +1,154 @@
+// The engine's host work per step, without a model: the scheduler, block tables, the step
+// metadata a GPU executor builds and copies (to_sequence_steps, build_step_with_tables and the
+// packed upload, here into host memory), the sampling bookkeeping of device-sampled rows, and
+// detokenization with stop checks. The executor returns its tokens at once, as a GPU that
+// samples on the device hands back only token ids, so each step's wall time is the host work
+// that a GPU decode step waits on (kernel launches and graph replays aside).
+// Built and run by bench/engine/run.sh; prints one JSON line per batch size.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/logging.h"
+#include "engine/engine.h"
+#include "engine/step_inputs.h"
+#include "io/model_source.h"
+#include "model/step_tables.h"
+#include "model/step_upload.h"
+#include "tokenizer/model_tokenizer.h"
+
+using namespace lancet;
+
+namespace {
+
+class InstantExecutor : public ModelExecutor {
+ public:
+  InstantExecutor(Backend& be, int64_t vocab, int64_t num_blocks, int32_t block_size)
+      : vocab_(vocab), num_blocks_(num_blocks), bs_(block_size), uploader_(be) {}
+  int64_t vocab_size() const override { return vocab_; }
+  int32_t block_size() const override { return bs_; }
+  int64_t num_blocks() const override { return num_blocks_; }
+  bool supports_device_sampling() const override { return true; }
+  Status execute(std::span<const SeqStepInput> batch, std::vector<float>* logits) override {
+    RETURN_IF_ERROR(prepare(batch));
+    int64_t rows = 0;
+    for (const SeqStepInput& in : batch) rows += in.logits_rows();
+    logits->assign(static_cast<size_t>(rows * vocab_), 0.0f);
+    return OkStatus();
+  }
+  Status execute_sampled(std::span<const SeqStepInput> batch, std::span<const DeviceSampleRow> device,
+                         std::vector<int32_t>* tokens, std::vector<float>* host_logits) override {
+    RETURN_IF_ERROR(prepare(batch));
+    tokens->resize(device.size());
+    // Ordinary text tokens: a fixed walk over the lower vocabulary (no special tokens).
+    for (size_t i = 0; i < device.size(); ++i)
+      (*tokens)[i] = static_cast<int32_t>(1000 + (device[i].counter * 7919 + device[i].seed) % 20000);
+    host_logits->clear();
+    return OkStatus();
+  }
+
+ private:
+  Status prepare(std::span<const SeqStepInput> batch) {
+    std::vector<SequenceStep> seqs;
+    std::vector<std::span<const int32_t>> tables;
+    RETURN_IF_ERROR(to_sequence_steps(batch, &seqs, &tables));
+    ASSIGN_OR_RETURN(StepMetadata st, build_step_with_tables(bs_, num_blocks_, seqs, tables));
+    ASSIGN_OR_RETURN(StepView v, uploader_.upload(st));
+    (void)v;
+    return OkStatus();
+  }
+  int64_t vocab_, num_blocks_;
+  int32_t bs_;
+  StepUploader uploader_;
+};
+
+std::vector<int> parse_list(const char* s) {
+  std::vector<int> out;
+  std::string cur;
+  for (const char* p = s;; ++p) {
+    if (*p == ',' || *p == '\0') {
+      if (!cur.empty()) out.push_back(std::atoi(cur.c_str()));
+      cur.clear();
+      if (*p == '\0') break;
+    } else {
+      cur += *p;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: host_overhead TOKENIZER_MODEL [batches=1,64,256] [prompt=1000] [decode=200]\n");
+    return 2;
+  }
+  set_log_level(LogLevel::kWarning);
+  const std::vector<int> batches = parse_list(argc > 2 ? argv[2] : "1,64,256");
+  const int prompt_len = argc > 3 ? std::atoi(argv[3]) : 1000;
+  const int decode = argc > 4 ? std::atoi(argv[4]) : 200;
+  auto src = open_model_source(argv[1]);
+  if (!src.ok()) return std::fprintf(stderr, "%s\n", src.status().to_string().c_str()), 1;
+  auto tok = load_model_tokenizer(**src);
+  if (!tok.ok() || !*tok) return std::fprintf(stderr, "%s has no tokenizer\n", argv[1]), 1;
+  auto be = make_backend("cpu");
+  if (!be.ok()) return std::fprintf(stderr, "%s\n", be.status().to_string().c_str()), 1;
+  const int32_t bs = 16;
+  for (int batch : batches) {
+    const int64_t max_output = decode + int64_t{batch} * prompt_len / std::max(2048, batch) + 1;
+    const int64_t blocks_per_seq = (prompt_len + max_output + 2 * bs) / bs + 1;
+    InstantExecutor exec(**be, (*tok)->vocab_size(), blocks_per_seq * batch + 16, bs);
+    EngineConfig cfg;
+    cfg.scheduler.max_num_seqs = batch;
+    cfg.scheduler.max_num_batched_tokens = std::max(2048, batch);
+    cfg.scheduler.max_model_len = prompt_len + max_output + 16;
+    cfg.enable_prefix_caching = true;
+    Engine engine(cfg, &exec);
+    engine.set_tokenizer(tok->get());
+    for (int r = 0; r < batch; ++r) {
+      GenerationRequest q;
+      q.prompt.resize(prompt_len);
+      for (int i = 0; i < prompt_len; ++i) q.prompt[i] = 1000 + (r * 131 + i * 17) % 20000;  // distinct prompts
+      q.params.temperature = 0.7f;
+      q.params.top_p = 0.95f;
+      // Long enough that every sequence is still decoding once the last prompt is in: then
+      // `decode` steps run the whole batch.
+      q.params.max_tokens = decode + static_cast<int>(int64_t{batch} * prompt_len / cfg.scheduler.max_num_batched_tokens) + 1;
+      q.params.ignore_eos = true;
+      auto id = engine.add_request(q);
+      if (!id.ok()) return std::fprintf(stderr, "%s\n", id.status().to_string().c_str()), 1;
+    }
+    // Prefill first (not timed), then the decode steps, every sequence in every step.
+    int64_t decode_steps = 0, events = 0;
+    double decode_s = 0, metadata_s = 0;
+    while (engine.has_work()) {
+      const EngineStats before = engine.stats();
+      const auto t0 = std::chrono::steady_clock::now();
+      auto ev = engine.step();
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (!ev.ok()) return std::fprintf(stderr, "%s\n", ev.status().to_string().c_str()), 1;
+      const EngineStats after = engine.stats();
+      const bool pure_decode = after.prompt_tokens_computed == before.prompt_tokens_computed &&
+                               static_cast<int64_t>(ev->size()) == batch;
+      if (pure_decode) {
+        ++decode_steps;
+        decode_s += s;
+        metadata_s += after.model_seconds - before.model_seconds;  // the executor: step metadata and its copy
+        events += static_cast<int64_t>(ev->size());
+      }
+    }
+    const double us = decode_steps > 0 ? 1e6 * decode_s / static_cast<double>(decode_steps) : 0;
+    std::printf("{\"batch\": %d, \"prompt_len\": %d, \"decode_steps\": %lld, \"host_us_per_decode_step\": %.1f, "
+                "\"metadata_us_per_decode_step\": %.1f, \"host_us_per_token\": %.2f}\n",
+                batch, prompt_len, static_cast<long long>(decode_steps), us,
+                decode_steps > 0 ? 1e6 * metadata_s / static_cast<double>(decode_steps) : 0.0,
+                events > 0 ? 1e6 * decode_s / static_cast<double>(events) : 0.0);
+    std::fflush(stdout);
+  }
+  return 0;
+}
