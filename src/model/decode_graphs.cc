@@ -40,9 +40,9 @@ int64_t DecodeGraphs::width_bucket(int64_t max_blocks) {
   return w;
 }
 
-DecodeGraphs::Layout DecodeGraphs::layout(int64_t width) const {
+StepArenaLayout DecodeGraphs::layout(int64_t width) const {
   const size_t B = static_cast<size_t>(kMaxBatch);
-  Layout l;
+  StepArenaLayout l;
   size_t o = 0;
   l.token_ids = o;
   o += B * 4;
@@ -68,7 +68,7 @@ Status DecodeGraphs::ensure_arena(int64_t width) {
   if (width <= arena_width_) return OkStatus();
   // Graphs point into the old arena.
   graphs_.clear();
-  const Layout l = layout(width);
+  const StepArenaLayout l = layout(width);
   ASSIGN_OR_RETURN(host_, be_.alloc_host(l.bytes));
   ASSIGN_OR_RETURN(dev_, be_.alloc(l.bytes));
   arena_width_ = width;
@@ -84,7 +84,7 @@ Status DecodeGraphs::run(LlamaModel& model, const StepMetadata& st, PagedKvCache
                                                         cache.block_size()))));
   RETURN_IF_ERROR(model.ensure_workspace(B, B));
   // ensure_workspace may have dropped the graphs; the arena is unaffected.
-  const Layout l = layout(arena_width_);
+  const StepArenaLayout l = layout(arena_width_);
   char* h = host_.as<char>();
   auto* tok = reinterpret_cast<int32_t*>(h + l.token_ids);
   auto* pos = reinterpret_cast<int32_t*>(h + l.positions);
@@ -114,19 +114,7 @@ Status DecodeGraphs::run(LlamaModel& model, const StepMetadata& st, PagedKvCache
   // One copy: everything before the tables plus the B rows of width W the graph reads.
   RETURN_IF_ERROR(be_.copy_to_device(dev_.data(), h, l.block_tables + static_cast<size_t>(B * W) * 4));
 
-  char* d = dev_.as<char>();
-  StepView v;
-  v.num_tokens = B;
-  v.num_seqs = B;
-  v.max_blocks_per_seq = W;
-  v.num_logits_rows = B;
-  v.token_ids = reinterpret_cast<const int32_t*>(d + l.token_ids);
-  v.positions = reinterpret_cast<const int32_t*>(d + l.positions);
-  v.query_start = reinterpret_cast<const int32_t*>(d + l.query_start);
-  v.context_lens = reinterpret_cast<const int32_t*>(d + l.context_lens);
-  v.logits_rows = reinterpret_cast<const int32_t*>(d + l.logits_rows);
-  v.slot_mapping = reinterpret_cast<const int64_t*>(d + l.slot_mapping);
-  v.block_tables = reinterpret_cast<const int32_t*>(d + l.block_tables);
+  const StepView v = l.view(dev_.data(), B, B, W, B);
 
   const auto key = std::make_pair(B, W);
   auto it = graphs_.find(key);

@@ -45,11 +45,8 @@ class DecodeGraphs {
   int64_t num_graphs() const { return static_cast<int64_t>(graphs_.size()); }
 
  private:
-  // Byte offsets of the metadata arrays in the arena, for kMaxBatch rows and width columns.
-  struct Layout {
-    size_t token_ids, positions, query_start, context_lens, logits_rows, slot_mapping, block_tables, bytes;
-  };
-  Layout layout(int64_t width) const;
+  // The metadata arrays in the arena, for kMaxBatch rows and width columns.
+  StepArenaLayout layout(int64_t width) const;
   Status ensure_arena(int64_t width);
 
   Backend& be_;

@@ -58,6 +58,16 @@ struct StepView {
   const int32_t* logits_rows = nullptr;   // [num_logits_rows]
 };
 
+// Where a step's arrays sit in one backend buffer (byte offsets), for the two owners of such
+// buffers: StepUploader (packed to the step) and DecodeGraphs (sized for its largest bucket).
+struct StepArenaLayout {
+  size_t token_ids = 0, positions = 0, query_start = 0, context_lens = 0, logits_rows = 0, slot_mapping = 0,
+         block_tables = 0, bytes = 0;
+  // The view of a step of these sizes whose arrays start at base + the offsets.
+  StepView view(const void* base, int64_t num_tokens, int64_t num_seqs, int64_t max_blocks_per_seq,
+                int64_t num_logits_rows) const;
+};
+
 // Reserves cache blocks for every sequence (ResourceExhausted when the cache is full) and
 // builds the step. Logits rows come out in sequence order (all rows of a kAll sequence).
 StatusOr<StepMetadata> build_step(PagedKvCache& cache, const std::vector<SequenceStep>& seqs);

@@ -16,8 +16,8 @@ void put(uint8_t* base, size_t offset, const std::vector<T>& v) {
 
 }  // namespace
 
-StepUploader::Layout StepUploader::layout(const StepMetadata& st) {
-  Layout l;
+StepArenaLayout StepUploader::layout(const StepMetadata& st) {
+  StepArenaLayout l;
   size_t o = 0;
   auto take = [&o](size_t* field, size_t bytes) {
     *field = o;
@@ -35,7 +35,7 @@ StepUploader::Layout StepUploader::layout(const StepMetadata& st) {
 }
 
 StatusOr<StepView> StepUploader::upload(const StepMetadata& st) {
-  const Layout l = layout(st);
+  const StepArenaLayout l = layout(st);
   if (host_.size() < l.bytes) host_.resize(l.bytes);
   if (dev_.nbytes() < l.bytes) {
     // Grow by half again, so steps that creep upwards do not reallocate every time.
@@ -51,20 +51,7 @@ StatusOr<StepView> StepUploader::upload(const StepMetadata& st) {
   put(h, l.block_tables, st.block_tables);
   RETURN_IF_ERROR(be_.copy_to_device(dev_.data(), h, l.bytes));
 
-  const char* d = dev_.as<char>();
-  StepView v;
-  v.num_tokens = st.num_tokens;
-  v.num_seqs = st.num_seqs;
-  v.max_blocks_per_seq = st.max_blocks_per_seq;
-  v.num_logits_rows = st.num_logits_rows;
-  v.token_ids = reinterpret_cast<const int32_t*>(d + l.token_ids);
-  v.positions = reinterpret_cast<const int32_t*>(d + l.positions);
-  v.query_start = reinterpret_cast<const int32_t*>(d + l.query_start);
-  v.context_lens = reinterpret_cast<const int32_t*>(d + l.context_lens);
-  v.logits_rows = reinterpret_cast<const int32_t*>(d + l.logits_rows);
-  v.slot_mapping = reinterpret_cast<const int64_t*>(d + l.slot_mapping);
-  v.block_tables = reinterpret_cast<const int32_t*>(d + l.block_tables);
-  return v;
+  return l.view(dev_.data(), st.num_tokens, st.num_seqs, st.max_blocks_per_seq, st.num_logits_rows);
 }
 
 }  // namespace lancet

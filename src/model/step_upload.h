@@ -22,13 +22,9 @@ class StepUploader {
   // upload).
   StatusOr<StepView> upload(const StepMetadata& st);
 
-  // Offsets of the arrays in the arena for a step of these sizes (16-byte aligned), and its
-  // total size.
-  struct Layout {
-    size_t token_ids = 0, positions = 0, query_start = 0, context_lens = 0, logits_rows = 0, slot_mapping = 0,
-           block_tables = 0, bytes = 0;
-  };
-  static Layout layout(const StepMetadata& st);
+  // The arrays' offsets in the arena for a step of these sizes (each 16-byte aligned), and
+  // its total size.
+  static StepArenaLayout layout(const StepMetadata& st);
 
  private:
   Backend& be_;

@@ -92,7 +92,7 @@ TEST(StepUploader, ArenaHoldsEveryArrayAndIsReused) {
 
 TEST(StepUploader, LayoutIsPackedAndAligned) {
   const StepMetadata st = make_step(3);
-  const StepUploader::Layout l = StepUploader::layout(st);
+  const StepArenaLayout l = StepUploader::layout(st);
   EXPECT_EQ(l.token_ids, 0u);
   EXPECT_EQ(l.positions, 32u);  // 8 int32 ids
   EXPECT_GE(l.block_tables, l.slot_mapping + st.slot_mapping.size() * sizeof(int64_t));
