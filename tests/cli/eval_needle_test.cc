@@ -44,7 +44,7 @@ TEST(EvalNeedleCli, ReportsEveryCaseAndFindsTheNeedleInShortContexts) {
   const std::regex pass_shape("[a-z]+-[0-9]{4}");
   const int64_t lengths[] = {1024, 2048, 16384};
   const double depths[] = {0, 0.5, 1};
-  int hits_1k = 0, found = 0, exact = 0;
+  int hits_1k = 0, hits_2k = 0, found = 0, exact = 0;
   for (size_t i = 0; i < 9; ++i) {
     const auto& r = j["results"][i];
     const int64_t len = lengths[i / 3];
@@ -75,11 +75,12 @@ TEST(EvalNeedleCli, ReportsEveryCaseAndFindsTheNeedleInShortContexts) {
     found += r["found"].get<bool>();
     exact += r["exact"].get<bool>();
     if (len == 1024) hits_1k += r["found"].get<bool>();
+    if (len == 2048) hits_2k += r["found"].get<bool>();
   }
-  // SmolLM2-135M finds the needle in short contexts (measured with seed 0: 1 of the 3 cases at
-  // 1k, all 3 at 2k; its misses keep the digits and garble the word). The assertion keeps a
-  // margin for a model this small.
-  EXPECT_GE(hits_1k, 1) << out;
+  // SmolLM2-135M finds the needle in short contexts (measured with seed 0: all 3 cases at 2k;
+  // at 1k 0 or 1 of 3, which flips with the attention kernel's summation order; its misses
+  // keep the digits and garble the word). The assertion keeps a margin for a model this small.
+  EXPECT_GE(hits_2k, 2) << out;
   EXPECT_GE(found, 2) << out;
   EXPECT_EQ(j["summary"]["cases"], 9);
   EXPECT_EQ(j["summary"]["run"], 6);
@@ -89,6 +90,34 @@ TEST(EvalNeedleCli, ReportsEveryCaseAndFindsTheNeedleInShortContexts) {
   EXPECT_EQ(j["summary"]["exact"], exact);
   EXPECT_EQ(j["summary"]["by_length"]["1024"]["run"], 3);
   EXPECT_EQ(j["summary"]["by_length"]["1024"]["found"], hits_1k);
+}
+
+// The smoke test at the default model's trained limit: one case whose prompt fills 8192 tokens
+// (prompt + answer budget), run to the end without error. SmolLM2-135M does not find the needle
+// that far in, so the answer is not scored here.
+TEST(EvalNeedleCli, RunsAtTheDefaultModelsEightKLimit) {
+  const std::string model = testing::default_model();
+  if (model.empty()) GTEST_SKIP() << "default model not downloaded (tools/fetch_model.sh)";
+  const std::string json_path = testing::make_temp_dir() + "/needle8k.json";
+  std::string out;
+  const int rc = testing::run_command(testing::lancet_binary() + " eval-needle --model " + model +
+                                          " --threads 2 --lengths 8k --depths 0.5 --json " + json_path + " 2>&1",
+                                      &out);
+  ASSERT_EQ(rc, 0) << out;
+  std::ifstream f(json_path);
+  auto j = nlohmann::json::parse(f, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << out;
+  ASSERT_EQ(j["results"].size(), 1u);
+  const auto& r = j["results"][0];
+  ASSERT_EQ(r["status"], "ok") << r.dump();
+  EXPECT_EQ(r["length"], 8192);
+  const int64_t prompt = r["prompt_tokens"].get<int64_t>();
+  EXPECT_LE(prompt, 8192 - 24) << r.dump();
+  EXPECT_GT(prompt, 8192 - 24 - 40) << r.dump();
+  EXPECT_GE(r["generated_tokens"].get<int64_t>(), 1);
+  EXPECT_FALSE(r["answer"].get<std::string>().empty());
+  EXPECT_GT(r["ttft_s"].get<double>(), 0);
+  EXPECT_EQ(j["summary"]["errors"], 0);
 }
 
 TEST(EvalNeedleCli, BadListsAreUsageErrors) {

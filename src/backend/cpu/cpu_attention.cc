@@ -15,7 +15,7 @@
 namespace lancet::cpu {
 
 namespace {
-constexpr int64_t kQueryRun = 16;
+constexpr int64_t kQueryRun = 64;
 
 Status check_cache(const KvCacheLayer& c) {
   if (c.dtype != DType::kF32 && c.dtype != DType::kBF16 && c.dtype != DType::kF8E4M3)
