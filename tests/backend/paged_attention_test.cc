@@ -130,12 +130,14 @@ void run_case(const std::string& isa, int64_t block_size, DType kv_dtype, int64_
 }
 
 TEST(PagedAttention, MixedBatchMatchesContiguousReference) {
-  // prefill from 0, a chunk after 37 cached tokens, decodes, a long-ish chunk
-  const std::vector<SeqSpec> seqs = {{0, 7}, {37, 20}, {96, 1}, {1, 1}, {0, 1}, {15, 97}};
+  // prefill from 0, a chunk after 37 cached tokens, decodes, a long-ish chunk, and a chunk of
+  // several work items (the CPU cuts a sequence's queries into runs of up to 128 tokens)
+  const std::vector<SeqSpec> seqs = {{0, 7}, {37, 20}, {96, 1}, {1, 1}, {0, 1}, {15, 97}, {10, 300}};
   for (const std::string& isa : available_isas()) {
     for (int64_t bs : {1, 16}) {
       run_case(isa, bs, DType::kF32, 8, 2, 64, seqs, 11);
-      run_case(isa, bs, DType::kF32, 4, 4, 72, seqs, 12);  // MHA, head_dim not a SIMD multiple
+      run_case(isa, bs, DType::kF32, 4, 4, 72, seqs, 12);   // MHA, head_dim not a SIMD multiple
+      run_case(isa, bs, DType::kF32, 16, 2, 40, seqs, 13);  // group 8, head_dim below one AVX-512 tile
     }
   }
 }

@@ -1,6 +1,6 @@
 // KV cache writes and varlen paged attention on the CPU. Attention is split into work items of
-// (sequence, KV head, run of up to kQueryRun query tokens) spread over the thread pool; each
-// item runs the flash-style kernel of kernels_impl.inc over the sequence's block table.
+// (sequence, KV head, run of query tokens) spread over the thread pool; each item runs the
+// flash-style kernel of prefill_attention_impl.inc over the sequence's block table.
 // FP8 E4M3 caches store x / scale rounded to nearest even and saturated at +-448
 // (backend.h); the kernel reads the codes directly and applies the scales itself.
 #include <algorithm>
@@ -15,7 +15,10 @@
 namespace lancet::cpu {
 
 namespace {
-constexpr int64_t kQueryRun = 64;
+// Query tokens per work item: every key chunk an item loads and transposes serves run x group
+// rows, so longer runs read the cache fewer times; about 512 rows (at most 128 tokens) keep an
+// item's query, score and accumulator buffers within a core's L2 at head_dim 128.
+int64_t query_run(int64_t group) { return std::clamp<int64_t>(512 / group / 16 * 16, 16, 128); }
 
 Status check_cache(const KvCacheLayer& c) {
   if (c.dtype != DType::kF32 && c.dtype != DType::kBF16 && c.dtype != DType::kF8E4M3)
@@ -116,8 +119,9 @@ Status CpuBackend::paged_attention(const PagedAttentionArgs& a, const KvCacheLay
         return OutOfRange("paged_attention: block id " + std::to_string(table[b]) + " outside the cache");
     // Long-context decode rows take the split-KV path (decode_attention.h), run below.
     if (decode_attention_handles(q_len, ctx, c)) continue;
-    for (int64_t t0 = 0; t0 < q_len; t0 += kQueryRun) {
-      const int64_t nt = std::min(kQueryRun, q_len - t0);
+    const int64_t run = query_run(group);
+    for (int64_t t0 = 0; t0 < q_len; t0 += run) {
+      const int64_t nt = std::min(run, q_len - t0);
       for (int64_t h = 0; h < c.num_kv_heads; ++h) {
         AttentionItem it;
         it.q = a.q + (q0 + t0) * row;
