@@ -220,7 +220,7 @@ FinishReason Engine::emit_token(Sequence* seq, SampleResult r, std::vector<Token
 
 StatusOr<std::vector<TokenEvent>> Engine::step() {
   // Wall time of the whole step and of the model passes in it (target and draft): the rest is
-  // the engine's host work (EngineStats::host_seconds).
+  // the engine's host work (EngineStats: step_seconds - model_seconds).
   struct StepTimer {
     double* total;
     std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
