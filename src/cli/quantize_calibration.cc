@@ -81,7 +81,8 @@ StatusOr<std::vector<std::vector<int32_t>>> read_calibration_prompts(const std::
   return out;
 }
 
-StatusOr<KvScales> calibrate_checkpoint_kv_scales(const ModelSource& src, const CheckpointCalibration& cal) {
+StatusOr<KvScales> calibrate_checkpoint_kv_scales(const ModelSource& src, const CheckpointCalibration& cal,
+                                                  ActivationScales* activations) {
   ASSIGN_OR_RETURN(std::vector<std::vector<int32_t>> prompts, read_calibration_prompts(cal.prompts_path, src));
   // The weights as stored (no FP8 rounding): the scales describe the model the checkpoint was
   // made from, as online calibration of the BF16 model would. Default options keep the rope
@@ -100,7 +101,8 @@ StatusOr<KvScales> calibrate_checkpoint_kv_scales(const ModelSource& src, const 
   if (truncated > 0)
     LOG_WARN("kv calibration: " << truncated << " prompt(s) cut to the model's " << model->max_model_len()
                                 << " positions");
-  ASSIGN_OR_RETURN(KvScales scales, calibrate_kv_scales(*model, *be, prompts, co));
+  ASSIGN_OR_RETURN(KvScales scales,
+                   calibrate_kv_scales(*model, *be, prompts, co, cal.static_activations ? activations : nullptr));
   LOG_INFO("kv calibration: " << prompts.size() << " prompts, " << tokens << " tokens, margin " << cal.margin);
   return scales;
 }

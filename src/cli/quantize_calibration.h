@@ -1,5 +1,5 @@
-// `lancet quantize --fp8 --calibrate PROMPTS`: static FP8 KV cache scales for the written
-// checkpoint. The source model (weights as stored, CPU backend, f32 activations and an f32
+// `lancet quantize --fp8 --calibrate PROMPTS`: static FP8 KV cache scales (and, with
+// --static-activation-scales, static activation scales) for the written checkpoint. The source model (weights as stored, CPU backend, f32 activations and an f32
 // scratch cache) runs the calibration prompts through calibrate_kv_scales
 // (model/kv_calibration.h), the same pass the runtime does online when a checkpoint has no
 // scales, so a calibrated checkpoint starts with the scales the runtime would have computed
@@ -12,6 +12,7 @@
 
 #include "core/status.h"
 #include "io/model_source.h"
+#include "model/activation_scales.h"
 #include "model/kv_calibration.h"
 
 namespace lancet::cli {
@@ -27,10 +28,15 @@ StatusOr<std::vector<std::vector<int32_t>>> read_calibration_prompts(const std::
 struct CheckpointCalibration {
   std::string prompts_path;
   float margin = KvCalibrationOptions{}.margin;
+  // Also static activation scales (`input_scale` of every linear projection; the checkpoint's
+  // input_activations become static per-tensor), from the same pass and margin.
+  bool static_activations = false;
 };
 
-// Reads the prompts and calibrates the source model's K/V scales (source "calibration").
-StatusOr<KvScales> calibrate_checkpoint_kv_scales(const ModelSource& src, const CheckpointCalibration& cal);
+// Reads the prompts and calibrates the source model's K/V scales (source "calibration"), and
+// with cal.static_activations the activation scales into *activations.
+StatusOr<KvScales> calibrate_checkpoint_kv_scales(const ModelSource& src, const CheckpointCalibration& cal,
+                                                  ActivationScales* activations = nullptr);
 
 // The checkpoint tensor names the scales are written under (what kv_scales_from_checkpoint
 // and vLLM read): model.layers.N.self_attn.k_scale / v_scale.

@@ -12,7 +12,9 @@
 // --calibrate PROMPTS runs the source model over the prompts (quantize_calibration.h) and
 // writes static FP8 KV cache scales, model.layers.N.self_attn.k_scale / v_scale (F32
 // scalars, the names vLLM and kv_scales_from_checkpoint read), with kv_cache_scheme set in
-// quantization_config as compressed-tensors does for a static FP8 KV cache.
+// quantization_config as compressed-tensors does for a static FP8 KV cache. With
+// --static-activation-scales the same pass also measures the input of every linear projection
+// and writes <module>.input_scale (F32 scalars) with static per-tensor input_activations.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -32,6 +34,7 @@
 #include "io/model_source.h"
 #include "io/safetensors.h"
 #include "io/text_file.h"
+#include "model/activation_scales.h"
 #include "quant/fp8_weights.h"
 
 namespace lancet::cli {
@@ -50,8 +53,10 @@ struct Fp8ConvertConfig {
 };
 
 // The quantization_config of an FP8_DYNAMIC compressed-tensors checkpoint; with static_kv, a
-// per-tensor static FP8 kv_cache_scheme (the checkpoint then carries k_scale / v_scale).
-ojson quantization_config(bool static_kv) {
+// per-tensor static FP8 kv_cache_scheme (the checkpoint then carries k_scale / v_scale); with
+// static_act, static per-tensor input activations instead of dynamic per-token ones (FP8 with
+// static activations; every quantized projection then carries an input_scale).
+ojson quantization_config(bool static_kv, bool static_act) {
   auto args = [](const char* strategy, bool dynamic, const char* observer) {
     return ojson{{"num_bits", 8},          {"type", "float"},          {"symmetric", true},
                  {"strategy", strategy},   {"dynamic", dynamic},       {"group_size", nullptr},
@@ -61,7 +66,7 @@ ojson quantization_config(bool static_kv) {
   };
   ojson group{{"targets", ojson::array({"Linear"})},
               {"weights", args("channel", false, "minmax")},
-              {"input_activations", args("token", true, nullptr)},
+              {"input_activations", static_act ? args("tensor", false, "minmax") : args("token", true, nullptr)},
               {"output_activations", nullptr}};
   return ojson{{"quant_method", "compressed-tensors"},
                {"format", "float-quantized"},
@@ -172,9 +177,9 @@ Status write_json(const fs::path& path, const ojson& j) {
 
 // One output tensor of a planned shard, and the bytes it will take.
 struct Planned {
-  std::string name;  // source tensor name, or a KV scale's name when kv_scale is set
+  std::string name;  // source tensor name, or a calibrated scale's name when scalar is set
   uint64_t bytes = 0;
-  std::optional<float> kv_scale;  // written as an F32 scalar (shape []), not read from the source
+  std::optional<float> scalar;  // a calibrated scale: an F32 scalar (shape []), not read from the source
 };
 
 uint64_t planned_bytes(const std::string& name, const TensorView& t, const Fp8QuantizeOptions& q) {
@@ -209,8 +214,8 @@ Status write_shard(const ModelSource& src, const std::vector<Planned>& tensors, 
   std::vector<SafetensorsWriteTensor> out;
   const bool permuted = src.config().rope_interleaved;
   for (const Planned& p : tensors) {
-    if (p.kv_scale) {
-      out.push_back({p.name, DType::kF32, {}, &*p.kv_scale, sizeof(float)});
+    if (p.scalar) {
+      out.push_back({p.name, DType::kF32, {}, &*p.scalar, sizeof(float)});
       continue;
     }
     const TensorView& t = *src.find(p.name);
@@ -282,17 +287,27 @@ Status convert_fp8(const Fp8ConvertConfig& cfg) {
     config = ojson::parse(text, nullptr, /*allow_exceptions=*/false);
     if (!config.is_object()) return InvalidArgument(cp.string() + ": not a JSON object");
   }
-  config["quantization_config"] = quantization_config(cfg.calibrate.has_value());
+  const bool static_act = cfg.calibrate && cfg.calibrate->static_activations;
+  config["quantization_config"] = quantization_config(cfg.calibrate.has_value(), static_act);
 
   // Static KV scales: calibrated before anything is written, so bad prompts leave no output.
   std::optional<KvScales> kv_scales;
+  std::optional<ActivationScales> act_scales;
   if (cfg.calibrate) {
-    std::fprintf(stderr, "quantize: calibrating KV cache scales on %s (margin %g)\n",
-                 cfg.calibrate->prompts_path.c_str(), static_cast<double>(cfg.calibrate->margin));
-    auto s = calibrate_checkpoint_kv_scales(*src, *cfg.calibrate);
+    std::fprintf(stderr, "quantize: calibrating KV cache%s scales on %s (margin %g)\n",
+                 static_act ? " and activation" : "", cfg.calibrate->prompts_path.c_str(),
+                 static_cast<double>(cfg.calibrate->margin));
+    ActivationScales act;
+    auto s = calibrate_checkpoint_kv_scales(*src, *cfg.calibrate, &act);
     if (!s.ok()) return s.status().with_context("--calibrate");
     kv_scales = std::move(*s);
+    if (static_act) act_scales = std::move(act);
   }
+  // A quantized projection's static input scale ("model.layers.N.mlp.down_proj.weight" ->
+  // its module's scale).
+  auto input_scale_of = [&](const std::string& weight) -> float {
+    return activation_scale_for(*act_scales, weight.substr(0, weight.size() - std::string(".weight").size()));
+  };
   auto is_written_kv_scale = [&](const std::string& name) {
     if (!kv_scales) return false;
     for (int64_t l = 0; l < src->config().num_layers; ++l)
@@ -314,6 +329,14 @@ Status convert_fp8(const Fp8ConvertConfig& cfg) {
     shards.back().push_back({name, b, std::nullopt});
     shard_bytes += b;
     total += b;
+    if (act_scales && fp8_quantizes_tensor(name)) {
+      // The input scale sits beside its weight: "<module>.input_scale".
+      const float v = input_scale_of(name);
+      if (!(v > 0.f)) return Internal("no calibrated input scale for " + name);
+      shards.back().push_back({name.substr(0, name.size() - 6) + "input_scale", sizeof(float), v});
+      shard_bytes += sizeof(float);
+      total += sizeof(float);
+    }
   }
   // Each layer's scales go into the shard holding its k_proj, next to the weights they describe.
   if (kv_scales) {
@@ -373,6 +396,20 @@ Status convert_fp8(const Fp8ConvertConfig& cfg) {
     std::fprintf(stderr, "quantize: wrote static KV cache scales (self_attn.k_scale / v_scale): %s\n",
                  format_kv_scales(*kv_scales).c_str());
   }
+  if (act_scales) {
+    int64_t written = 0;
+    for (const auto& [name, t] : (*check)->tensors()) {
+      if (!fp8_quantizes_tensor(name)) continue;
+      const TensorView* is = (*check)->find(name.substr(0, name.size() - 6) + "input_scale");
+      float v = 0.f;
+      if (!is || is->dtype != DType::kF32 || is->numel() != 1) return Internal("the written checkpoint lacks " + name + "'s input_scale");
+      std::memcpy(&v, is->data, sizeof(float));
+      if (v != input_scale_of(name)) return Internal("the written checkpoint does not read back " + name + "'s input_scale");
+      ++written;
+    }
+    std::fprintf(stderr, "quantize: wrote static activation scales (input_scale) for %lld projections\n",
+                 static_cast<long long>(written));
+  }
   std::fprintf(stderr, "quantize: %s -> %s (%.1f MiB)\n", cfg.input.c_str(), cfg.output.c_str(),
                static_cast<double>(total) / (1 << 20));
   return OkStatus();
@@ -401,6 +438,10 @@ int cmd_quantize(int argc, char** argv) {
                  "cache scales (self_attn.k_scale / v_scale) calibrated on it");
   auto* margin_opt = app.add_option("--calibrate-margin", margin, "KV scale = absmax * margin / 448")
                          ->capture_default_str();
+  bool static_act = false;
+  app.add_flag("--static-activation-scales", static_act,
+               "with --calibrate: also write a static input_scale for every quantized projection "
+               "(input_activations static per-tensor, as FP8 checkpoints with static activations carry)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -422,7 +463,11 @@ int cmd_quantize(int argc, char** argv) {
     std::fprintf(stderr, "lancet quantize: --calibrate-margin must be in [1, 16]\n");
     return 2;
   }
-  if (!calibrate.empty()) cfg.calibrate = CheckpointCalibration{calibrate, margin};
+  if (static_act && calibrate.empty()) {
+    std::fprintf(stderr, "lancet quantize: --static-activation-scales needs --calibrate PROMPTS\n");
+    return 2;
+  }
+  if (!calibrate.empty()) cfg.calibrate = CheckpointCalibration{calibrate, margin, static_act};
   cfg.quant.scale_dtype = scale_dtype == "bf16" ? Fp8ScaleDType::kBF16 : Fp8ScaleDType::kF32;
   cfg.max_shard_bytes = static_cast<uint64_t>(max_shard_gb * 1e9);
   Status st = convert_fp8(cfg);

@@ -9,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "io/model_source.h"
+#include "model/activation_scales.h"
 #include "model/kv_cache.h"
 #include "model/llama_weights.h"
 #include "model/rope.h"
@@ -67,6 +68,10 @@ class LlamaModel {
   // layer's K (after rope) and V rows to the host and folds their absmax into the observer.
   // Null (the default) costs one pointer test per layer.
   void set_kv_observer(KvAbsmaxObserver* observer) { kv_observer_ = observer; }
+  // Static activation scale calibration (model/activation_scales.h): while set, every step
+  // copies the inputs of each layer's linear projections to the host and folds their absmax
+  // into the observer.
+  void set_activation_observer(ActivationAbsmaxObserver* observer) { act_observer_ = observer; }
   ~LlamaModel();
 
  private:
@@ -87,6 +92,7 @@ class LlamaModel {
   std::unique_ptr<DecodeGraphs> graphs_;  // null when disabled or unsupported
   StepUploader uploader_;                 // the metadata of steps that run eagerly
   KvAbsmaxObserver* kv_observer_ = nullptr;  // calibration only
+  ActivationAbsmaxObserver* act_observer_ = nullptr;  // likewise
 };
 
 }  // namespace lancet

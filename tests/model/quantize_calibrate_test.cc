@@ -18,7 +18,9 @@
 
 #include "backend/backend.h"
 #include "io/model_source.h"
+#include "quant/fp8_weights.h"
 #include "model/golden_eval.h"
+#include "model/activation_scales.h"
 #include "model/kv_calibration.h"
 #include "model/llama_model.h"
 #include "model/precision_eval.h"
@@ -39,9 +41,10 @@ std::vector<std::vector<int32_t>> fixture_prompts() {
           std::vector<int32_t>(a.begin() + 120, a.end())};
 }
 
-// name -> value of every F32 scalar tensor called *.k_scale / *.v_scale in the checkpoint's
-// safetensors files, parsed from the raw header (the format's spec: u64 length, JSON, data).
-std::map<std::string, float> raw_kv_scales(const std::string& dir) {
+// name -> value of every F32 scalar tensor whose name ends in one of `suffixes` in the
+// checkpoint's safetensors files, parsed from the raw header (the format's spec: u64 length,
+// JSON, data).
+std::map<std::string, float> raw_scalars(const std::string& dir, const std::vector<std::string>& suffixes) {
   std::map<std::string, float> out;
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
     if (e.path().extension() != ".safetensors") continue;
@@ -52,10 +55,12 @@ std::map<std::string, float> raw_kv_scales(const std::string& dir) {
     f.read(hdr.data(), static_cast<std::streamsize>(n));
     const json h = json::parse(hdr);
     for (const auto& [name, t] : h.items()) {
-      if (name.size() < 8 || (name.substr(name.size() - 8) != ".k_scale" && name.substr(name.size() - 8) != ".v_scale"))
-        continue;
+      bool match = false;
+      for (const std::string& sfx : suffixes)
+        match = match || (name.size() > sfx.size() && name.compare(name.size() - sfx.size(), sfx.size(), sfx) == 0);
+      if (!match) continue;
       EXPECT_EQ(t["dtype"], "F32") << name;
-      EXPECT_EQ(t["shape"], json::array()) << name << ": scalar, as vLLM's k_scale/v_scale parameters";
+      EXPECT_EQ(t["shape"], json::array()) << name << ": scalar, as vLLM's k_scale/v_scale/input_scale parameters";
       const uint64_t off = t["data_offsets"][0].get<uint64_t>();
       EXPECT_EQ(t["data_offsets"][1].get<uint64_t>() - off, 4u) << name;
       float v = 0.f;
@@ -66,6 +71,8 @@ std::map<std::string, float> raw_kv_scales(const std::string& dir) {
   }
   return out;
 }
+
+std::map<std::string, float> raw_kv_scales(const std::string& dir) { return raw_scalars(dir, {".k_scale", ".v_scale"}); }
 
 StatusOr<KvScales> in_process_scales(const ModelSource& src, const std::vector<std::vector<int32_t>>& prompts,
                                      float margin) {
@@ -200,6 +207,113 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, QuantizeCalibrate,
                          ::testing::Values(CalibCase{"TinyLlama32", "tiny-llama32", "", 1.5f},
                                            CalibCase{"TinyLlama3Sharded", "tiny-llama3", "--max-shard-size 0.0005", 1.25f}),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// --static-activation-scales: every quantized projection gets an input_scale; layer 0's q/k/v
+// scale is recomputed here from the weights alone (RMSNorm of the prompt tokens' embedding
+// rows), the others equal the in-process calibration; config.json says static per-tensor
+// input activations; and lancet, which quantizes activations per token anyway, computes the
+// same logits from this checkpoint as from one converted without the flag.
+TEST(QuantizeStaticActivations, InputScalesFollowTheLayerInputsAndLeaveLancetsLogitsAlone) {
+  const std::string dir = testing::fixture_dir("tiny-llama32");
+  const std::string tmp = testing::make_temp_dir();
+  const auto prompts = fixture_prompts();
+  {
+    std::ofstream f(tmp + "/prompts.jsonl");
+    for (const auto& p : prompts) f << ids_line(p) << "\n";
+  }
+  std::string log;
+  const std::string cmd = testing::lancet_binary() + " quantize --fp8 --calibrate " + tmp + "/prompts.jsonl ";
+  ASSERT_EQ(testing::run_command(cmd + "--static-activation-scales " + dir + " " + tmp + "/static 2>&1", &log), 0) << log;
+  EXPECT_NE(log.find("wrote static activation scales (input_scale) for"), std::string::npos) << log;
+  ASSERT_EQ(testing::run_command(cmd + dir + " " + tmp + "/dynamic 2>&1", &log), 0) << log;
+
+  auto src = open_model_source(dir);
+  ASSERT_TRUE(src.ok());
+  const ModelConfig& mc = (*src)->config();
+  const int64_t L = mc.num_layers, H = mc.hidden_size;
+  const std::map<std::string, float> raw = raw_scalars(tmp + "/static", {".input_scale"});
+  ASSERT_EQ(raw.size(), static_cast<size_t>(7 * L));
+  EXPECT_TRUE(raw_scalars(tmp + "/dynamic", {".input_scale"}).empty());
+  for (int64_t l = 0; l < L; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    for (const char* m : {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                          "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"}) {
+      ASSERT_TRUE(raw.count(p + m + ".input_scale")) << p << m;
+      const float v = raw.at(p + m + ".input_scale");
+      EXPECT_TRUE(std::isfinite(v) && v > 0.f) << p << m << " = " << v;
+    }
+    EXPECT_EQ(raw.at(p + "self_attn.q_proj.input_scale"), raw.at(p + "self_attn.k_proj.input_scale"));
+    EXPECT_EQ(raw.at(p + "self_attn.q_proj.input_scale"), raw.at(p + "self_attn.v_proj.input_scale"));
+    EXPECT_EQ(raw.at(p + "mlp.gate_proj.input_scale"), raw.at(p + "mlp.up_proj.input_scale"));
+  }
+
+  // Layer 0's q/k/v input from the weights alone: RMSNorm(embedding row) * input_layernorm.
+  auto emb = tensor_to_f32(*(*src)->find("model.embed_tokens.weight"), "embed");
+  auto norm = tensor_to_f32(*(*src)->find("model.layers.0.input_layernorm.weight"), "norm");
+  ASSERT_TRUE(emb.ok() && norm.ok());
+  double absmax = 0;
+  for (const auto& p : prompts)
+    for (int32_t id : p) {
+      const float* row = emb->data() + static_cast<int64_t>(id) * H;
+      double ss = 0;
+      for (int64_t i = 0; i < H; ++i) ss += static_cast<double>(row[i]) * row[i];
+      const double inv = 1.0 / std::sqrt(ss / static_cast<double>(H) + mc.rms_norm_eps);
+      for (int64_t i = 0; i < H; ++i) absmax = std::max(absmax, std::fabs(row[i] * inv * (*norm)[i]));
+    }
+  const float want_qkv0 = static_cast<float>(absmax * 1.5 / 448.0);
+  EXPECT_NEAR(raw.at("model.layers.0.self_attn.q_proj.input_scale"), want_qkv0, 1e-4 * want_qkv0);
+
+  // The rest: what the calibration pass gives in process.
+  auto be = make_backend("cpu");
+  ASSERT_TRUE(be.ok());
+  auto model = LlamaModel::create(**src, **be, {});
+  ASSERT_TRUE(model.ok());
+  ActivationScales act;
+  ASSERT_TRUE(calibrate_kv_scales(**model, **be, prompts, KvCalibrationOptions{}, &act).ok());
+  for (int64_t l = 0; l < L; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    expect_rel_near(raw.at(p + "self_attn.q_proj.input_scale"), act.qkv[l], p + "qkv");
+    expect_rel_near(raw.at(p + "self_attn.o_proj.input_scale"), act.o[l], p + "o");
+    expect_rel_near(raw.at(p + "mlp.gate_proj.input_scale"), act.gate_up[l], p + "gate/up");
+    expect_rel_near(raw.at(p + "mlp.down_proj.input_scale"), act.down[l], p + "down");
+  }
+  // Distinct inputs, distinct scales (the hooks sit at four different places).
+  EXPECT_NE(act.qkv[1], act.o[1]);
+  EXPECT_NE(act.gate_up[1], act.down[1]);
+
+  const json cs = json::parse(std::ifstream(tmp + "/static/config.json"));
+  const json& ia = cs["quantization_config"]["config_groups"]["group_0"]["input_activations"];
+  EXPECT_EQ(ia["dynamic"], false);
+  EXPECT_EQ(ia["strategy"], "tensor");
+  const json cd = json::parse(std::ifstream(tmp + "/dynamic/config.json"));
+  EXPECT_EQ(cd["quantization_config"]["config_groups"]["group_0"]["input_activations"]["dynamic"], true);
+
+  // Both load; lancet's logits do not depend on the activation scheme.
+  auto qs = open_model_source(tmp + "/static");
+  auto qd = open_model_source(tmp + "/dynamic");
+  ASSERT_TRUE(qs.ok() && qd.ok()) << qs.status().to_string();
+  EXPECT_FALSE((*qs)->config().quant.dynamic_activations);
+  EXPECT_TRUE((*qd)->config().quant.dynamic_activations);
+  auto ms = LlamaModel::create(**qs, **be, {});
+  auto md = LlamaModel::create(**qd, **be, {});
+  ASSERT_TRUE(ms.ok() && md.ok());
+  auto ls = sequence_logits(**ms, **be, prompts[1], DType::kF32, 16, 0);
+  auto ld = sequence_logits(**md, **be, prompts[1], DType::kF32, 16, 0);
+  ASSERT_TRUE(ls.ok() && ld.ok());
+  EXPECT_EQ(*ls, *ld);
+}
+
+// `--static-activation-scales` without `--calibrate` is a usage error that writes nothing.
+TEST(QuantizeStaticActivations, NeedsCalibrate) {
+  const std::string tmp = testing::make_temp_dir();
+  std::string log;
+  EXPECT_EQ(testing::run_command(testing::lancet_binary() + " quantize --fp8 --static-activation-scales " +
+                                     testing::fixture_dir("tiny-llama32") + " " + tmp + "/o 2>&1",
+                                 &log),
+            2);
+  EXPECT_NE(log.find("--static-activation-scales needs --calibrate"), std::string::npos) << log;
+  EXPECT_FALSE(std::filesystem::exists(tmp + "/o"));
+}
 
 // Independent token ids for the text route: the PyPI `tokenizers` package over the GGUF's
 // vocabulary and merges (SmolLM2 adds no BOS), one comma-separated line per text of the JSON
