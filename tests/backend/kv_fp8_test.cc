@@ -6,17 +6,22 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <numeric>
 #include <random>
 
 #include "cpu_test_util.h"
+#include "paged_step_util.h"
 
 namespace lancet {
 namespace {
 
 using testing::available_isas;
 using testing::cpu_backend;
+using testing::PagedTables;
 using testing::random_floats;
+using testing::reference_attention;
+using testing::SeqSpec;
+using testing::shuffled_tables;
+using testing::write_and_attend;
 
 // Writes `vals` as one token of num_kv_heads = 1, head_dim = n into an FP8 cache and returns
 // the stored K and V codes.
@@ -118,11 +123,6 @@ TEST(KvFp8, RejectsBadScales) {
   }
 }
 
-struct SeqSpec {
-  int64_t cached;  // tokens written by an earlier step
-  int64_t q_len;   // new tokens this step
-};
-
 struct AttentionErrors {
   double vs_dequantized = 0;  // max |out - ref(dequantized K/V)| / max |ref|
   double vs_exact = 0;        // max |out - ref(unquantized K/V)| / max |ref|
@@ -136,7 +136,6 @@ AttentionErrors run_case(const std::string& isa, int64_t block_size, int64_t num
   const int64_t S = static_cast<int64_t>(seqs.size());
   const int64_t kv_row = num_kv_heads * head_dim, q_row = num_heads * head_dim;
   std::vector<std::vector<float>> K(S), V(S), Q(S);
-  int64_t max_blocks = 0, total_blocks = 0;
   float kmax = 0, vmax = 0;
   for (int64_t s = 0; s < S; ++s) {
     const int64_t ctx = seqs[s].cached + seqs[s].q_len;
@@ -146,116 +145,39 @@ AttentionErrors run_case(const std::string& isa, int64_t block_size, int64_t num
     Q[s] = random_floats(seqs[s].q_len * q_row, seed + 10 * s + 3);
     for (float x : K[s]) kmax = std::max(kmax, std::fabs(x));
     for (float x : V[s]) vmax = std::max(vmax, std::fabs(x));
-    const int64_t nb = (ctx + block_size - 1) / block_size;
-    max_blocks = std::max(max_blocks, nb);
-    total_blocks += nb;
   }
   const float k_scale = kmax / 448.f, v_scale = vmax / 448.f;
-  const int64_t num_blocks = total_blocks + 2;
-  std::vector<int32_t> ids(num_blocks);
-  std::iota(ids.begin(), ids.end(), 0);
-  std::shuffle(ids.begin(), ids.end(), std::mt19937(seed));
-  std::vector<int32_t> tables(S * max_blocks, -1);
-  int64_t next = 0;
-  for (int64_t s = 0; s < S; ++s) {
-    const int64_t nb = (seqs[s].cached + seqs[s].q_len + block_size - 1) / block_size;
-    for (int64_t b = 0; b < nb; ++b) tables[s * max_blocks + b] = ids[next++];
-  }
-  auto kbuf = be->alloc(num_blocks * block_size * kv_row).value();
-  auto vbuf = be->alloc(num_blocks * block_size * kv_row).value();
+  const PagedTables t = shuffled_tables(seqs, block_size, 2, seed);
+  auto kbuf = be->alloc(t.num_blocks * block_size * kv_row).value();
+  auto vbuf = be->alloc(t.num_blocks * block_size * kv_row).value();
   KvCacheLayer cache;
   cache.dtype = DType::kF8E4M3;
   cache.k_scale = k_scale;
   cache.v_scale = v_scale;
-  cache.num_blocks = num_blocks;
+  cache.num_blocks = t.num_blocks;
   cache.block_size = block_size;
   cache.num_kv_heads = num_kv_heads;
   cache.head_dim = head_dim;
   cache.k = kbuf.data();
   cache.v = vbuf.data();
-  auto slot = [&](int64_t s, int64_t pos) {
-    return static_cast<int64_t>(tables[s * max_blocks + pos / block_size]) * block_size + pos % block_size;
-  };
-  AttentionErrors err;
-  for (int64_t s = 0; s < S; ++s) {
-    if (seqs[s].cached == 0) continue;
-    std::vector<int64_t> slots;
-    for (int64_t p = 0; p < seqs[s].cached; ++p) slots.push_back(slot(s, p));
-    KvWriteArgs w{seqs[s].cached, K[s].data(), V[s].data(), slots.data()};
-    EXPECT_TRUE(be->kv_write(w, cache).ok());
-  }
-  std::vector<float> q, knew, vnew;
-  std::vector<int64_t> slots;
-  std::vector<int32_t> qstart{0}, ctx_lens;
-  for (int64_t s = 0; s < S; ++s) {
-    q.insert(q.end(), Q[s].begin(), Q[s].end());
-    knew.insert(knew.end(), K[s].begin() + seqs[s].cached * kv_row, K[s].end());
-    vnew.insert(vnew.end(), V[s].begin() + seqs[s].cached * kv_row, V[s].end());
-    for (int64_t p = seqs[s].cached; p < seqs[s].cached + seqs[s].q_len; ++p) slots.push_back(slot(s, p));
-    qstart.push_back(qstart.back() + static_cast<int32_t>(seqs[s].q_len));
-    ctx_lens.push_back(static_cast<int32_t>(seqs[s].cached + seqs[s].q_len));
-  }
-  const int64_t T = qstart.back();
-  KvWriteArgs w{T, knew.data(), vnew.data(), slots.data()};
-  EXPECT_TRUE(be->kv_write(w, cache).ok());
-  std::vector<float> out(T * q_row, -7.f);
-  PagedAttentionArgs a;
-  a.num_tokens = T;
-  a.num_seqs = S;
-  a.num_heads = num_heads;
-  a.max_blocks_per_seq = max_blocks;
-  a.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  a.q = q.data();
-  a.query_start = qstart.data();
-  a.context_lens = ctx_lens.data();
-  a.block_tables = tables.data();
-  a.out = out.data();
-  Status st = be->paged_attention(a, cache);
-  EXPECT_TRUE(st.ok()) << st.to_string();
+  const std::vector<float> out = write_and_attend(*be, cache, t, seqs, K, V, Q, num_heads);
 
   auto deq = [](float x, float sc) { return fp8e4m3_to_f32(f32_to_fp8e4m3(x / sc, true)) * static_cast<double>(sc); };
-  std::vector<std::vector<double>> Kq(S), Vq(S);  // what the cache holds, dequantized once
-  for (int64_t s = 0; s < S; ++s) {
-    for (float x : K[s]) Kq[s].push_back(deq(x, k_scale));
-    for (float x : V[s]) Vq[s].push_back(deq(x, v_scale));
-  }
-  const int64_t G = num_heads / num_kv_heads;
+  const std::vector<double> ref_deq = reference_attention(
+      seqs, Q, num_heads, num_kv_heads, head_dim, [&](size_t s, int64_t i) { return deq(K[s][i], k_scale); },
+      [&](size_t s, int64_t i) { return deq(V[s][i], v_scale); });
+  const std::vector<double> ref_exact = reference_attention(
+      seqs, Q, num_heads, num_kv_heads, head_dim, [&](size_t s, int64_t i) { return static_cast<double>(K[s][i]); },
+      [&](size_t s, int64_t i) { return static_cast<double>(V[s][i]); });
+  EXPECT_EQ(ref_deq.size(), out.size());
+  EXPECT_EQ(ref_exact.size(), out.size());
   double e_deq = 0, e_exact = 0, max_ref = 0;
-  for (int pass = 0; pass < 2; ++pass) {
-    const bool quantized = pass == 0;
-    for (int64_t s = 0; s < S; ++s) {
-      for (int64_t t = 0; t < seqs[s].q_len; ++t) {
-        const int64_t pos = seqs[s].cached + t;
-        for (int64_t h = 0; h < num_heads; ++h) {
-          const int64_t kh = h / G;
-          std::vector<double> sc(pos + 1);
-          double m = -1e300;
-          for (int64_t j = 0; j <= pos; ++j) {
-            double d = 0;
-            for (int64_t k = 0; k < head_dim; ++k) {
-              const int64_t i = (j * num_kv_heads + kh) * head_dim + k;
-              d += static_cast<double>(Q[s][(t * num_heads + h) * head_dim + k]) * (quantized ? Kq[s][i] : K[s][i]);
-            }
-            sc[j] = d * a.scale;
-            m = std::max(m, sc[j]);
-          }
-          double sum = 0;
-          for (double& x : sc) sum += (x = std::exp(x - m));
-          for (int64_t k = 0; k < head_dim; ++k) {
-            double o = 0;
-            for (int64_t j = 0; j <= pos; ++j) {
-              const int64_t i = (j * num_kv_heads + kh) * head_dim + k;
-              o += sc[j] * (quantized ? Vq[s][i] : V[s][i]);
-            }
-            o /= sum;
-            const float got = out[((qstart[s] + t) * num_heads + h) * head_dim + k];
-            (quantized ? e_deq : e_exact) = std::max(quantized ? e_deq : e_exact, std::fabs(o - got));
-            max_ref = std::max(max_ref, std::fabs(o));
-          }
-        }
-      }
-    }
+  for (size_t i = 0; i < out.size() && i < ref_deq.size() && i < ref_exact.size(); ++i) {
+    e_deq = std::max(e_deq, std::fabs(ref_deq[i] - out[i]));
+    e_exact = std::max(e_exact, std::fabs(ref_exact[i] - out[i]));
+    max_ref = std::max({max_ref, std::fabs(ref_deq[i]), std::fabs(ref_exact[i])});
   }
+  AttentionErrors err;
   err.vs_dequantized = e_deq / max_ref;
   err.vs_exact = e_exact / max_ref;
   return err;

@@ -3,22 +3,21 @@
 // block sizes 1 and 16, f32 and bf16 caches, every ISA.
 #include <algorithm>
 #include <cmath>
-#include <numeric>
-#include <random>
 
 #include "cpu_test_util.h"
+#include "paged_step_util.h"
 
 namespace lancet {
 namespace {
 
 using testing::available_isas;
 using testing::cpu_backend;
+using testing::PagedTables;
 using testing::random_floats;
-
-struct SeqSpec {
-  int64_t cached;  // tokens already in the cache from earlier steps
-  int64_t q_len;   // new tokens this step
-};
+using testing::reference_attention;
+using testing::SeqSpec;
+using testing::shuffled_tables;
+using testing::write_and_attend;
 
 void run_case(const std::string& isa, int64_t block_size, DType kv_dtype, int64_t num_heads, int64_t num_kv_heads,
               int64_t head_dim, const std::vector<SeqSpec>& seqs, uint32_t seed) {
@@ -27,104 +26,29 @@ void run_case(const std::string& isa, int64_t block_size, DType kv_dtype, int64_
   const int64_t kv_row = num_kv_heads * head_dim, q_row = num_heads * head_dim;
   // Full per-sequence K/V/Q (contiguous), as the reference sees them.
   std::vector<std::vector<float>> K(S), Vv(S), Q(S);
-  int64_t max_blocks = 0, total_blocks = 0;
   for (int64_t s = 0; s < S; ++s) {
     const int64_t ctx = seqs[s].cached + seqs[s].q_len;
     K[s] = random_floats(ctx * kv_row, seed + 10 * s + 1);
     Vv[s] = random_floats(ctx * kv_row, seed + 10 * s + 2);
     Q[s] = random_floats(seqs[s].q_len * q_row, seed + 10 * s + 3);
-    const int64_t nb = (ctx + block_size - 1) / block_size;
-    max_blocks = std::max(max_blocks, nb);
-    total_blocks += nb;
   }
-  // Shuffled block ids so the tables are not the identity.
-  const int64_t num_blocks = total_blocks + 3;
-  std::vector<int32_t> ids(num_blocks);
-  std::iota(ids.begin(), ids.end(), 0);
-  std::shuffle(ids.begin(), ids.end(), std::mt19937(seed));
-  std::vector<int32_t> tables(S * max_blocks, -1);
-  int64_t next = 0;
-  for (int64_t s = 0; s < S; ++s) {
-    const int64_t nb = (seqs[s].cached + seqs[s].q_len + block_size - 1) / block_size;
-    for (int64_t b = 0; b < nb; ++b) tables[s * max_blocks + b] = ids[next++];
-  }
+  const PagedTables t = shuffled_tables(seqs, block_size, 3, seed);
   const size_t elem = kv_dtype == DType::kF32 ? 4 : 2;
-  auto kbuf = be->alloc(num_blocks * block_size * kv_row * elem).value();
-  auto vbuf = be->alloc(num_blocks * block_size * kv_row * elem).value();
-  KvCacheLayer cache{kv_dtype, num_blocks, block_size, num_kv_heads, head_dim, kbuf.data(), vbuf.data()};
-  auto slot = [&](int64_t s, int64_t pos) {
-    return static_cast<int64_t>(tables[s * max_blocks + pos / block_size]) * block_size + pos % block_size;
-  };
-  // Earlier chunks: written by a first kv_write call per sequence.
-  for (int64_t s = 0; s < S; ++s) {
-    if (seqs[s].cached == 0) continue;
-    std::vector<int64_t> slots;
-    for (int64_t p = 0; p < seqs[s].cached; ++p) slots.push_back(slot(s, p));
-    KvWriteArgs w{seqs[s].cached, K[s].data(), Vv[s].data(), slots.data()};
-    ASSERT_TRUE(be->kv_write(w, cache).ok());
-  }
-  // This step: all sequences' new tokens in one batch.
-  std::vector<float> q, knew, vnew;
-  std::vector<int64_t> slots;
-  std::vector<int32_t> qstart{0}, ctx_lens;
-  for (int64_t s = 0; s < S; ++s) {
-    q.insert(q.end(), Q[s].begin(), Q[s].end());
-    knew.insert(knew.end(), K[s].begin() + seqs[s].cached * kv_row, K[s].end());
-    vnew.insert(vnew.end(), Vv[s].begin() + seqs[s].cached * kv_row, Vv[s].end());
-    for (int64_t p = seqs[s].cached; p < seqs[s].cached + seqs[s].q_len; ++p) slots.push_back(slot(s, p));
-    qstart.push_back(qstart.back() + static_cast<int32_t>(seqs[s].q_len));
-    ctx_lens.push_back(static_cast<int32_t>(seqs[s].cached + seqs[s].q_len));
-  }
-  const int64_t T = qstart.back();
-  KvWriteArgs w{T, knew.data(), vnew.data(), slots.data()};
-  ASSERT_TRUE(be->kv_write(w, cache).ok());
-  std::vector<float> out(T * q_row, -7.f);
-  PagedAttentionArgs a;
-  a.num_tokens = T;
-  a.num_seqs = S;
-  a.num_heads = num_heads;
-  a.max_blocks_per_seq = max_blocks;
-  a.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  a.q = q.data();
-  a.query_start = qstart.data();
-  a.context_lens = ctx_lens.data();
-  a.block_tables = tables.data();
-  a.out = out.data();
-  Status st = be->paged_attention(a, cache);
-  ASSERT_TRUE(st.ok()) << st.to_string();
+  auto kbuf = be->alloc(t.num_blocks * block_size * kv_row * elem).value();
+  auto vbuf = be->alloc(t.num_blocks * block_size * kv_row * elem).value();
+  KvCacheLayer cache{kv_dtype, t.num_blocks, block_size, num_kv_heads, head_dim, kbuf.data(), vbuf.data()};
+  const std::vector<float> out = write_and_attend(*be, cache, t, seqs, K, Vv, Q, num_heads);
 
-  // Reference: per sequence, per head, causal softmax over the contiguous keys (in double;
-  // K/V rounded to bf16 first when the cache is bf16).
+  // Reference: K/V rounded to bf16 first when the cache is bf16.
   auto kv_val = [&](float x) { return kv_dtype == DType::kBF16 ? bf16_to_f32(f32_to_bf16(x)) : x; };
-  const int64_t G = num_heads / num_kv_heads;
+  const std::vector<double> ref = reference_attention(
+      seqs, Q, num_heads, num_kv_heads, head_dim, [&](size_t s, int64_t i) { return kv_val(K[s][i]); },
+      [&](size_t s, int64_t i) { return kv_val(Vv[s][i]); });
+  ASSERT_EQ(ref.size(), out.size());
   double max_err = 0, max_ref = 0;
-  for (int64_t s = 0; s < S; ++s) {
-    for (int64_t t = 0; t < seqs[s].q_len; ++t) {
-      const int64_t pos = seqs[s].cached + t;
-      for (int64_t h = 0; h < num_heads; ++h) {
-        const int64_t kh = h / G;
-        std::vector<double> sc(pos + 1);
-        double m = -1e300;
-        for (int64_t j = 0; j <= pos; ++j) {
-          double d = 0;
-          for (int64_t k = 0; k < head_dim; ++k)
-            d += static_cast<double>(Q[s][(t * num_heads + h) * head_dim + k]) *
-                 kv_val(K[s][(j * num_kv_heads + kh) * head_dim + k]);
-          sc[j] = d * a.scale;
-          m = std::max(m, sc[j]);
-        }
-        double sum = 0;
-        for (double& x : sc) sum += (x = std::exp(x - m));
-        for (int64_t k = 0; k < head_dim; ++k) {
-          double o = 0;
-          for (int64_t j = 0; j <= pos; ++j) o += sc[j] * kv_val(Vv[s][(j * num_kv_heads + kh) * head_dim + k]);
-          o /= sum;
-          const float got = out[((qstart[s] + t) * num_heads + h) * head_dim + k];
-          max_err = std::max(max_err, std::fabs(o - got));
-          max_ref = std::max(max_ref, std::fabs(o));
-        }
-      }
-    }
+  for (size_t i = 0; i < ref.size(); ++i) {
+    max_err = std::max(max_err, std::fabs(ref[i] - out[i]));
+    max_ref = std::max(max_ref, std::fabs(ref[i]));
   }
   EXPECT_LT(max_err / max_ref, 2e-6) << "isa " << isa << " block " << block_size << " max_err " << max_err;
 }
