@@ -1,5 +1,6 @@
 // `lancet quantize --fp8 --calibrate PROMPTS`: static FP8 KV cache scales (and, with
-// --static-activation-scales, static activation scales) for the written checkpoint. The source model (weights as stored, CPU backend, f32 activations and an f32
+// --static-activation-scales, static activation scales) for the written checkpoint. The
+// source model (weights as stored, CPU backend, f32 activations and an f32
 // scratch cache) runs the calibration prompts through calibrate_kv_scales
 // (model/kv_calibration.h), the same pass the runtime does online when a checkpoint has no
 // scales, so a calibrated checkpoint starts with the scales the runtime would have computed

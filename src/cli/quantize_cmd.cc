@@ -402,9 +402,11 @@ Status convert_fp8(const Fp8ConvertConfig& cfg) {
       if (!fp8_quantizes_tensor(name)) continue;
       const TensorView* is = (*check)->find(name.substr(0, name.size() - 6) + "input_scale");
       float v = 0.f;
-      if (!is || is->dtype != DType::kF32 || is->numel() != 1) return Internal("the written checkpoint lacks " + name + "'s input_scale");
+      if (!is || is->dtype != DType::kF32 || is->numel() != 1)
+        return Internal("the written checkpoint lacks " + name + "'s input_scale");
       std::memcpy(&v, is->data, sizeof(float));
-      if (v != input_scale_of(name)) return Internal("the written checkpoint does not read back " + name + "'s input_scale");
+      if (v != input_scale_of(name))
+        return Internal("the written checkpoint does not read back " + name + "'s input_scale");
       ++written;
     }
     std::fprintf(stderr, "quantize: wrote static activation scales (input_scale) for %lld projections\n",

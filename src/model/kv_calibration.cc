@@ -130,7 +130,8 @@ StatusOr<KvScales> calibrate_kv_scales(LlamaModel& model, Backend& backend,
   if (!st.ok()) return st.with_context("kv calibration");
   if (obs.saw_non_finite) return FailedPrecondition("kv calibration: the model produced non-finite keys or values");
   if (activations) {
-    if (act.saw_non_finite) return FailedPrecondition("activation calibration: the model produced non-finite activations");
+    if (act.saw_non_finite)
+      return FailedPrecondition("activation calibration: the model produced non-finite activations");
     *activations = activation_scales_from_absmax(act, opts.margin);
   }
   KvScales s = kv_scales_from_absmax(obs.k_absmax, obs.v_absmax, opts.margin);
