@@ -10,10 +10,6 @@
 namespace lancet {
 namespace {
 
-// The same floor as the KV scales: an all-zero input (dummy weights) still gets a scale that
-// keeps a few normal E4M3 steps, never 0.
-constexpr float kMinAbsmax = 1e-6f;
-
 std::vector<float>& slot(ActivationAbsmaxObserver& o, LinearInput which) {
   switch (which) {
     case LinearInput::kQkv: return o.qkv;
@@ -42,10 +38,12 @@ void ActivationAbsmaxObserver::observe(int64_t layer, LinearInput which, const f
   v[l] = m;
 }
 
+float fp8_scale_from_absmax(float absmax, float margin) { return std::max(absmax, 1e-6f) * margin / kFp8E4M3Max; }
+
 ActivationScales activation_scales_from_absmax(const ActivationAbsmaxObserver& obs, float margin) {
   auto scales = [margin](const std::vector<float>& absmax) {
     std::vector<float> out;
-    for (float a : absmax) out.push_back(std::max(a, kMinAbsmax) * margin / kFp8E4M3Max);
+    for (float a : absmax) out.push_back(fp8_scale_from_absmax(a, margin));
     return out;
   };
   return ActivationScales{scales(obs.qkv), scales(obs.o), scales(obs.gate_up), scales(obs.down)};

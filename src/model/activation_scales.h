@@ -25,6 +25,11 @@ struct ActivationScales {
   std::vector<float> qkv, o, gate_up, down;  // [num_layers]
 };
 
+// A static FP8 scale from a calibrated absmax: absmax * margin / 448. An absmax of 0 (dummy
+// weights) still gets a scale that keeps a few normal E4M3 steps, never 0. The KV cache scales
+// (model/kv_calibration.h) are made the same way.
+float fp8_scale_from_absmax(float absmax, float margin);
+
 ActivationScales activation_scales_from_absmax(const ActivationAbsmaxObserver& obs, float margin);
 
 // The scale of a linear projection's input, by its weight's module name

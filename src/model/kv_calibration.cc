@@ -14,10 +14,6 @@
 namespace lancet {
 namespace {
 
-// Smallest absmax a layer is calibrated to: a layer that wrote only zeros (dummy weights)
-// still gets a positive scale.
-constexpr float kMinAbsmax = 1e-6f;
-
 // The value of a scale tensor (max over its entries), or an error naming it.
 StatusOr<float> read_scale(const std::string& name, const TensorView& t) {
   const int64_t n = t.numel();
@@ -84,9 +80,8 @@ StatusOr<std::optional<KvScales>> kv_scales_from_checkpoint(const ModelSource& s
 KvScales kv_scales_from_absmax(const std::vector<float>& k_absmax, const std::vector<float>& v_absmax, float margin) {
   KvScales s;
   s.source = "calibration";
-  auto scale = [&](float a) { return std::max(a, kMinAbsmax) * margin / kFp8E4M3Max; };
-  for (float a : k_absmax) s.k.push_back(scale(a));
-  for (float a : v_absmax) s.v.push_back(scale(a));
+  for (float a : k_absmax) s.k.push_back(fp8_scale_from_absmax(a, margin));
+  for (float a : v_absmax) s.v.push_back(fp8_scale_from_absmax(a, margin));
   return s;
 }
 

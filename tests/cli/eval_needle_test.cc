@@ -14,16 +14,24 @@
 namespace lancet {
 namespace {
 
-TEST(EvalNeedleCli, ReportsEveryCaseAndFindsTheNeedleInShortContexts) {
+// `lancet eval-needle` on the default model with these flags (and --json): exit status 0,
+// its printed table in *out, the JSON report returned (not an object when it did not parse).
+nlohmann::json run_needle(const std::string& flags, std::string* out) {
   const std::string model = testing::default_model();
-  if (model.empty()) GTEST_SKIP() << "default model not downloaded (tools/fetch_model.sh)";
+  EXPECT_FALSE(model.empty()) << "default model missing (tools/fetch_model.sh)";
   const std::string json_path = testing::make_temp_dir() + "/needle.json";
+  const int rc = testing::run_command(testing::lancet_binary() + " eval-needle --model " + model + " --threads 2 " +
+                                          flags + " --json " + json_path + " 2>&1",
+                                      out);
+  EXPECT_EQ(rc, 0) << *out;
+  std::ifstream f(json_path);
+  return nlohmann::json::parse(f, nullptr, false);
+}
+
+TEST(EvalNeedleCli, ReportsEveryCaseAndFindsTheNeedleInShortContexts) {
   std::string out;
-  const int rc = testing::run_command(testing::lancet_binary() + " eval-needle --model " + model +
-                                          " --threads 2 --lengths 1k,2k,16k --depths 0,0.5,1 --json " + json_path +
-                                          " 2>&1",
-                                      &out);
-  ASSERT_EQ(rc, 0) << out;
+  const nlohmann::json j = run_needle("--lengths 1k,2k,16k --depths 0,0.5,1", &out);
+  ASSERT_TRUE(j.is_object()) << out;
   // The table: one row per length, the skip reason under the 16k row, the summary line.
   EXPECT_NE(out.find("needle in a haystack: SmolLM2-135M-Instruct.Q4_1.gguf (cpu, max_model_len 8192)"),
             std::string::npos)
@@ -31,9 +39,6 @@ TEST(EvalNeedleCli, ReportsEveryCaseAndFindsTheNeedleInShortContexts) {
   EXPECT_NE(out.find("16384     -        skipped"), std::string::npos) << out;
   EXPECT_NE(out.find("skipped, 0 errors"), std::string::npos) << out;
 
-  std::ifstream f(json_path);
-  auto j = nlohmann::json::parse(f, nullptr, false);
-  ASSERT_TRUE(j.is_object()) << out;
   EXPECT_EQ(j["model"], "SmolLM2-135M-Instruct.Q4_1.gguf");
   EXPECT_EQ(j["backend"], "cpu");
   EXPECT_EQ(j["max_model_len"], 8192);
@@ -96,16 +101,8 @@ TEST(EvalNeedleCli, ReportsEveryCaseAndFindsTheNeedleInShortContexts) {
 // (prompt + answer budget), run to the end without error. SmolLM2-135M does not find the needle
 // that far in, so the answer is not scored here.
 TEST(EvalNeedleCli, RunsAtTheDefaultModelsEightKLimit) {
-  const std::string model = testing::default_model();
-  if (model.empty()) GTEST_SKIP() << "default model not downloaded (tools/fetch_model.sh)";
-  const std::string json_path = testing::make_temp_dir() + "/needle8k.json";
   std::string out;
-  const int rc = testing::run_command(testing::lancet_binary() + " eval-needle --model " + model +
-                                          " --threads 2 --lengths 8k --depths 0.5 --json " + json_path + " 2>&1",
-                                      &out);
-  ASSERT_EQ(rc, 0) << out;
-  std::ifstream f(json_path);
-  auto j = nlohmann::json::parse(f, nullptr, false);
+  const nlohmann::json j = run_needle("--lengths 8k --depths 0.5", &out);
   ASSERT_TRUE(j.is_object()) << out;
   ASSERT_EQ(j["results"].size(), 1u);
   const auto& r = j["results"][0];
@@ -122,7 +119,7 @@ TEST(EvalNeedleCli, RunsAtTheDefaultModelsEightKLimit) {
 
 TEST(EvalNeedleCli, BadListsAreUsageErrors) {
   const std::string model = testing::default_model();
-  if (model.empty()) GTEST_SKIP() << "default model not downloaded";
+  if (model.empty()) FAIL() << "default model missing (tools/fetch_model.sh)";
   std::string out;
   EXPECT_EQ(testing::run_command(testing::lancet_binary() + " eval-needle --model " + model + " --lengths 8q 2>&1", &out),
             2);
