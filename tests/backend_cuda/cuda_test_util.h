@@ -79,6 +79,20 @@ inline void expect_nmse(const std::vector<float>& got, const std::vector<float>&
   EXPECT_LE(nmse, bound) << what << ": NMSE " << nmse;
 }
 
+// x [n, k] as the FP8 GEMMs see it: each row quantized to E4M3 with the shared per-row rule
+// (scale = max(absmax / 448, 1e-12), q = e4m3(x * (1 / scale)), saturating) and widened back,
+// so that a weight-only reference on it computes the W8A8 product exactly.
+inline std::vector<float> w8a8_input(const std::vector<float>& x, int64_t n, int64_t k) {
+  std::vector<float> out(x.size());
+  for (int64_t r = 0; r < n; ++r) {
+    float amax = 0.0f;
+    for (int64_t i = 0; i < k; ++i) amax = std::fmax(amax, std::fabs(x[r * k + i]));
+    const float sc = std::fmax(amax / 448.0f, 1e-12f), inv = 1.0f / sc;
+    for (int64_t i = 0; i < k; ++i) out[r * k + i] = fp8e4m3_to_f32(f32_to_fp8e4m3(x[r * k + i] * inv)) * sc;
+  }
+  return out;
+}
+
 inline std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
   std::vector<uint16_t> o(v.size());
   for (size_t i = 0; i < v.size(); ++i) o[i] = f32_to_bf16(v[i]);

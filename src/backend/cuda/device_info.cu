@@ -3,6 +3,10 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
+
+#include "backend/cuda/pdl.cuh"
+
 namespace lancet::cuda {
 
 std::vector<DeviceInfo> list_devices() {
@@ -28,5 +32,24 @@ std::vector<DeviceInfo> list_devices() {
 }
 
 std::string compiled_architectures() { return LANCET_CUDA_ARCHS; }
+
+int current_device_sm() {
+  // Per device, 0 until read (a process may drive GPUs of several kinds).
+  static std::atomic<int> known[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
+  int v = known[dev].load(std::memory_order_relaxed);
+  if (v == 0) {
+    int major = 0, minor = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+      return 0;
+    v = major * 10 + minor;
+    known[dev].store(v, std::memory_order_relaxed);
+  }
+  return v;
+}
+
+bool pdl_supported() { return current_device_sm() >= 90; }
 
 }  // namespace lancet::cuda

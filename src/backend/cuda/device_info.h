@@ -19,5 +19,8 @@ struct DeviceInfo {
 std::vector<DeviceInfo> list_devices();
 // The architectures this binary carries code for, e.g. "sm_80 sm_90a".
 std::string compiled_architectures();
+// The current device's compute capability as major * 10 + minor (90 for an H100/H200), 0 when
+// there is no device; read once per device.
+int current_device_sm();
 
 }  // namespace lancet::cuda

@@ -1,13 +1,16 @@
 // Token-parallel kernels of the CUDA backend: f32 -> bf16 conversion (GEMM inputs), embedding
 // gather, fused residual add + RMSNorm (optionally also quantizing its output rows to FP8 for
 // the FP8 GEMMs that read it), rotary embedding, SiLU * up and row gathers. All math is f32;
-// these ops are memory bound, so each is one pass (two for the norm, whose second pass
-// re-reads the row from L1/L2; three with FP8) with one block per row where rows are the
-// natural unit.
+// these ops are memory bound, so each is one pass over its data. In decode they are short
+// kernels between weight streams, so the ones on that path (embedding, norm, rope) launch with
+// programmatic dependent launch (pdl.cuh), load what is constant (the norm's gain) before
+// waiting on the previous kernel, and keep their dependent round trips to global memory few:
+// the norm holds its row in registers, rope gives each rotated pair its own thread.
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 
 namespace lancet::cuda {
 namespace {
@@ -45,6 +48,7 @@ __global__ void f32_to_bf16_vec4_kernel(const float4* __restrict__ x, __nv_bfloa
 // ---- embedding: one block per token ----
 __global__ void embedding_kernel(const unsigned short* __restrict__ table, int64_t rows, int64_t cols,
                                  const int32_t* __restrict__ ids, float* __restrict__ out, unsigned* err) {
+  pdl_wait();
   const int64_t t = blockIdx.x;
   const int32_t id = ids[t];
   float* o = out + t * cols;
@@ -94,41 +98,54 @@ __device__ float block_max(float v, float* shared /*[32]*/) {
 }
 
 // ---- fused residual add + RMSNorm: one block per row ----
-// Each thread touches the same columns in every pass, so the in-place residual update needs
-// no barrier between them (and out may even alias x). kFp8: a third pass quantizes the row as
-// written (re-read, so the bytes are those launch_quantize_rows_fp8 would make of out) with
-// the shared rule of kernels.h (kFp8Max, kFp8MinScale, saturating conversion).
-template <bool kFp8>
-__global__ void rms_norm_kernel(const float* x, float* residual, const float* __restrict__ weight,
+// Thread i owns columns i, i + blockDim, ... (at most kPer of them, held in registers), so the
+// in-place residual update needs no barrier and out may alias x; the gain is loaded before the
+// wait. kFp8: the row as written is also quantized with the shared rule of kernels.h (kFp8Max,
+// kFp8MinScale, saturating conversion), the bytes launch_quantize_rows_fp8 would make of out.
+constexpr int kNormMaxThreads = 1024;
+
+template <bool kFp8, int kNormPer>
+__global__ void __launch_bounds__(kNormMaxThreads) rms_norm_kernel(const float* x, float* residual, const float* __restrict__ weight,
                                 int64_t dim, float eps, float* out, __nv_fp8_e4m3* __restrict__ q,
                                 float* __restrict__ qscale) {
   __shared__ float red[32];
+  float g[kNormPer], v[kNormPer];
+#pragma unroll
+  for (int i = 0; i < kNormPer; ++i) {
+    const int64_t c = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
+    g[i] = c < dim ? weight[c] : 0.0f;
+  }
+  pdl_wait();
   const int64_t row = blockIdx.x;
   const float* xr = x ? x + row * dim : nullptr;
   float* rr = residual ? residual + row * dim : nullptr;
   float ss = 0.0f;
-  for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
-    float v;
+#pragma unroll
+  for (int i = 0; i < kNormPer; ++i) {
+    const int64_t c = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
+    v[i] = 0.0f;
+    if (c >= dim) continue;
     if (rr) {
-      v = rr[c];
+      v[i] = rr[c];
       if (xr) {
-        v += xr[c];
-        rr[c] = v;
+        v[i] += xr[c];
+        rr[c] = v[i];
       }
     } else {
-      v = xr[c];
+      v[i] = xr[c];
     }
-    ss += v * v;
+    ss += v[i] * v[i];
   }
   const float total = block_sum(ss, red);
   const float inv = rsqrtf(total / static_cast<float>(dim) + eps);
-  const float* src = rr ? rr : xr;
   float* o = out + row * dim;
   float amax = 0.0f;
-  for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
-    const float v = weight[c] * (src[c] * inv);
-    o[c] = v;
-    if constexpr (kFp8) amax = fmaxf(amax, fabsf(v));
+#pragma unroll
+  for (int i = 0; i < kNormPer; ++i) {
+    const int64_t c = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
+    v[i] = g[i] * (v[i] * inv);
+    if (c < dim) o[c] = v[i];
+    if constexpr (kFp8) amax = fmaxf(amax, fabsf(v[i]));
   }
   if constexpr (kFp8) {
     __shared__ float red_max[32];
@@ -136,34 +153,56 @@ __global__ void rms_norm_kernel(const float* x, float* residual, const float* __
     if (threadIdx.x == 0) qscale[row] = sc;
     const float qinv = 1.0f / sc;
     __nv_fp8_e4m3* qr = q + row * dim;
-    for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) qr[c] = __nv_fp8_e4m3(o[c] * qinv);
+#pragma unroll
+    for (int i = 0; i < kNormPer; ++i) {
+      const int64_t c = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
+      if (c < dim) qr[c] = __nv_fp8_e4m3(v[i] * qinv);
+    }
   }
 }
 
-int rms_norm_threads(int64_t dim) { return dim >= 4096 ? 1024 : (dim >= 1024 ? 512 : 256); }
+int rms_norm_threads(int64_t dim) { return dim >= 4096 ? kNormMaxThreads : (dim >= 1024 ? 512 : 256); }
 
-// ---- rope: one block per token, one thread per rotated pair ----
+// Columns per thread as an instantiated kNormPer (4, 8 or 16): rows of up to 16K columns.
+template <bool kFp8>
+cudaError_t launch_norm(const RmsNormArgs& a, void* q, float* scale, cudaStream_t s) {
+  const int threads = rms_norm_threads(a.dim);
+  const int64_t per = (a.dim + threads - 1) / threads;
+  const dim3 grid(static_cast<unsigned>(a.rows));
+  auto* qq = static_cast<__nv_fp8_e4m3*>(q);
+  if (per <= 4)
+    return launch_pdl(rms_norm_kernel<kFp8, 4>, grid, dim3(threads), 0, s, a.x, a.residual, a.weight, a.dim, a.eps,
+                      a.out, qq, scale);
+  if (per <= 8)
+    return launch_pdl(rms_norm_kernel<kFp8, 8>, grid, dim3(threads), 0, s, a.x, a.residual, a.weight, a.dim, a.eps,
+                      a.out, qq, scale);
+  if (per <= 16)
+    return launch_pdl(rms_norm_kernel<kFp8, 16>, grid, dim3(threads), 0, s, a.x, a.residual, a.weight, a.dim, a.eps,
+                      a.out, qq, scale);
+  return cudaErrorInvalidValue;
+}
+
+// ---- rope: one thread per rotated pair; grid (token, pair chunk) ----
 __global__ void rope_kernel(RopeArgs a, unsigned* err) {
+  pdl_wait();
   const int64_t t = blockIdx.x;
+  const int64_t half = a.rotary_dim / 2;
+  const int64_t p = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
+  if (p >= (a.num_heads + a.num_kv_heads) * half) return;
   const int32_t pos = a.positions[t];
   if (pos < 0 || pos >= a.max_positions) {
-    if (threadIdx.x == 0) atomicOr(err, kErrRopePosition);
+    if (p == 0) atomicOr(err, kErrRopePosition);
     return;
   }
-  const int64_t half = a.rotary_dim / 2;
-  const float* cs = a.cos + static_cast<int64_t>(pos) * half;
-  const float* sn = a.sin + static_cast<int64_t>(pos) * half;
-  const int64_t pairs = (a.num_heads + a.num_kv_heads) * half;
-  for (int64_t p = threadIdx.x; p < pairs; p += blockDim.x) {
-    const int64_t head = p / half, i = p % half;
-    float* v = head < a.num_heads ? a.q + (t * a.num_heads + head) * a.head_dim
-                                  : a.k + (t * a.num_kv_heads + (head - a.num_heads)) * a.head_dim;
-    const int64_t i0 = a.interleaved ? 2 * i : i;
-    const int64_t i1 = a.interleaved ? 2 * i + 1 : i + half;
-    const float x0 = v[i0], x1 = v[i1], c = cs[i], s = sn[i];
-    v[i0] = x0 * c - x1 * s;
-    v[i1] = x1 * c + x0 * s;
-  }
+  const int64_t head = p / half, i = p % half;
+  float* v = head < a.num_heads ? a.q + (t * a.num_heads + head) * a.head_dim
+                                : a.k + (t * a.num_kv_heads + (head - a.num_heads)) * a.head_dim;
+  const int64_t i0 = a.interleaved ? 2 * i : i;
+  const int64_t i1 = a.interleaved ? 2 * i + 1 : i + half;
+  const float c = a.cos[static_cast<int64_t>(pos) * half + i], sn = a.sin[static_cast<int64_t>(pos) * half + i];
+  const float x0 = v[i0], x1 = v[i1];
+  v[i0] = x0 * c - x1 * sn;
+  v[i1] = x1 * c + x0 * sn;
 }
 
 // ---- silu(gate) * up ----
@@ -229,32 +268,32 @@ cudaError_t launch_embedding_bf16(const void* table, int64_t rows, int64_t cols,
                                   float* out, unsigned* err, cudaStream_t s) {
   if (n <= 0) return cudaSuccess;
   if (n > 0x7fffffffLL) return cudaErrorInvalidValue;
-  embedding_kernel<<<static_cast<unsigned>(n), kThreads, 0, s>>>(static_cast<const unsigned short*>(table), rows,
-                                                                  cols, ids, out, err);
-  return cudaGetLastError();
+  return launch_pdl(embedding_kernel, dim3(static_cast<unsigned>(n)), dim3(kThreads), 0, s,
+                    static_cast<const unsigned short*>(table), rows, cols, ids, out, err);
 }
 
 cudaError_t launch_rms_norm(const RmsNormArgs& a, cudaStream_t s) {
   if (a.rows <= 0) return cudaSuccess;
   if (a.rows > 0x7fffffffLL) return cudaErrorInvalidValue;
-  rms_norm_kernel<false><<<static_cast<unsigned>(a.rows), rms_norm_threads(a.dim), 0, s>>>(
-      a.x, a.residual, a.weight, a.dim, a.eps, a.out, nullptr, nullptr);
-  return cudaGetLastError();
+  return launch_norm<false>(a, nullptr, nullptr, s);
 }
 
 cudaError_t launch_rms_norm_quantize_fp8(const RmsNormArgs& a, void* q, float* scale, cudaStream_t s) {
   if (a.rows <= 0) return cudaSuccess;
   if (a.rows > 0x7fffffffLL) return cudaErrorInvalidValue;
-  rms_norm_kernel<true><<<static_cast<unsigned>(a.rows), rms_norm_threads(a.dim), 0, s>>>(
-      a.x, a.residual, a.weight, a.dim, a.eps, a.out, static_cast<__nv_fp8_e4m3*>(q), scale);
-  return cudaGetLastError();
+  return launch_norm<true>(a, q, scale, s);
 }
 
 cudaError_t launch_rope(const RopeArgs& a, unsigned* err, cudaStream_t s) {
   if (a.num_tokens <= 0) return cudaSuccess;
   if (a.num_tokens > 0x7fffffffLL) return cudaErrorInvalidValue;
-  rope_kernel<<<static_cast<unsigned>(a.num_tokens), kThreads, 0, s>>>(a, err);
-  return cudaGetLastError();
+  const int64_t pairs = (a.num_heads + a.num_kv_heads) * (a.rotary_dim / 2);
+  if (pairs <= 0) return cudaSuccess;
+  const int threads = 128;
+  const int64_t chunks = (pairs + threads - 1) / threads;
+  if (chunks > 65535) return cudaErrorInvalidValue;
+  return launch_pdl(rope_kernel, dim3(static_cast<unsigned>(a.num_tokens), static_cast<unsigned>(chunks)),
+                    dim3(threads), 0, s, a, err);
 }
 
 cudaError_t launch_silu_mul(const float* gate, const float* up, int64_t n, float* out, cudaStream_t s) {

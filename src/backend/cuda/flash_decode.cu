@@ -18,6 +18,7 @@
 
 #include "backend/cuda/attention_common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/mma.cuh"
 
 namespace lancet::cuda {
@@ -73,6 +74,7 @@ __global__ void __launch_bounds__(kThreads) flash_decode_kernel(DecodeParams p) 
   constexpr MmaType T = Ly::kType;
   constexpr int S = Ly::kStages;
   extern __shared__ __align__(16) unsigned char smem[];
+  pdl_wait();
 
   const int t = blockIdx.x;
   const int kvh = blockIdx.y / p.head_chunks;
@@ -253,6 +255,7 @@ __global__ void __launch_bounds__(kThreads) flash_decode_kernel(DecodeParams p) 
     __syncwarp();  // this stage's buffers are refilled later
   }
   cp_async_wait<0>();
+  pdl_launch_dependents();  // the next kernel may start its prologue during the merge
 
 #pragma unroll
   for (int off = 1; off <= 2; off *= 2) {
@@ -312,8 +315,7 @@ cudaError_t launch_typed(const DecodeParams& p, int64_t num_tokens, cudaStream_t
   if (e != cudaSuccess) return e;
   const dim3 grid(static_cast<unsigned>(num_tokens), static_cast<unsigned>(p.num_kv_heads * p.head_chunks),
                   static_cast<unsigned>(p.num_splits));
-  flash_decode_kernel<D, KV><<<grid, kThreads, Layout<D, KV>::kSmem, s>>>(p);
-  return cudaGetLastError();
+  return launch_pdl(flash_decode_kernel<D, KV>, grid, dim3(kThreads), Layout<D, KV>::kSmem, s, p);
 }
 
 template <int D>

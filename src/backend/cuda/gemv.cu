@@ -1,14 +1,21 @@
 // Matrix-vector products for decode (a few rows of x): y[b, r] = scale[r] * sum_k x[b, k] W[r, k]
-// with W in BF16 or FP8 E4M3, x and y in f32. At batch 1 a linear layer is a pure stream of
-// its weights, so the kernel is written for bandwidth: a warp streams a few weight rows at
-// once with 16-byte loads that bypass L1 (each byte is read once), several per lane in flight,
-// and x (a few KB, shared by every warp) comes through the read-only cache. One launch covers up
-// to three weight matrices that share x (q, k, v), or gate and up with SiLU*mul applied
-// before the store, so decode runs a handful of kernels per layer.
+// with W in BF16, or FP8 E4M3 on devices without FP8 tensor cores (gemv_fp8.cu has the path of
+// those that have them), x and y in f32. At batch 1 a linear layer is a pure stream of its
+// weights, so the kernel is written for bandwidth:
+//  - a warp streams R weight rows at once with 16-byte loads that bypass L1 (each byte is read
+//    once), U chunks per row per lane in flight per stage (the other warps of the SM cover the
+//    latency; a second buffer per warp would cost the registers of that occupancy);
+//  - the first stage is loaded before pdl_wait(): weights are constant, so with programmatic
+//    dependent launch (pdl.cuh) the weight stream starts while the previous kernel finishes;
+//  - x (a few KB, shared by every warp) comes through the read-only cache, each value serving
+//    all R rows.
+// One launch covers up to three weight matrices that share x (q, k, v), or gate and up with
+// SiLU*mul applied before the store, so decode runs a handful of kernels per layer.
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 
 namespace lancet::cuda {
 namespace {
@@ -26,37 +33,32 @@ __device__ __forceinline__ uint4 load_stream(const uint4* p) {
 template <typename WT>
 struct Unpack;
 
-// 8 BF16 weights per 16 bytes.
+// 8 BF16 weights per 16 bytes; group(v, j) gives weights 4j .. 4j+3 (j < kElems / 4).
+__device__ __forceinline__ unsigned word(const uint4& v, int i) {
+  return i == 0 ? v.x : (i == 1 ? v.y : (i == 2 ? v.z : v.w));
+}
+
 template <>
 struct Unpack<__nv_bfloat16> {
   static constexpr int kElems = 8;
-  __device__ __forceinline__ static void run(const uint4& v, float* f) {
-    const unsigned u[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      f[2 * i] = __uint_as_float(u[i] << 16);
-      f[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
-    }
+  __device__ __forceinline__ static float4 group(const uint4& v, int j) {
+    const unsigned a = word(v, 2 * j), b = word(v, 2 * j + 1);
+    return make_float4(__uint_as_float(a << 16), __uint_as_float(a & 0xffff0000u), __uint_as_float(b << 16),
+                       __uint_as_float(b & 0xffff0000u));
   }
 };
 
-// 16 FP8 E4M3 weights per 16 bytes.
+// 16 FP8 E4M3 weights per 16 bytes (exactly, through FP16).
 template <>
 struct Unpack<__nv_fp8_e4m3> {
   static constexpr int kElems = 16;
-  __device__ __forceinline__ static void run(const uint4& v, float* f) {
-    const unsigned u[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const __half2_raw lo = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(u[i] & 0xffff), __NV_E4M3);
-      const __half2_raw hi = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(u[i] >> 16), __NV_E4M3);
-      const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&lo));
-      const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&hi));
-      f[4 * i] = a.x;
-      f[4 * i + 1] = a.y;
-      f[4 * i + 2] = b.x;
-      f[4 * i + 3] = b.y;
-    }
+  __device__ __forceinline__ static float4 group(const uint4& v, int j) {
+    const unsigned u = word(v, j);
+    const __half2_raw lo = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(u & 0xffff), __NV_E4M3);
+    const __half2_raw hi = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(u >> 16), __NV_E4M3);
+    const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&lo));
+    const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&hi));
+    return make_float4(a.x, a.y, b.x, b.y);
   }
 };
 
@@ -73,18 +75,59 @@ __device__ __forceinline__ int find_segment(const GemvParams& p, int64_t* r) {
   return s;
 }
 
-// Dot products of R weight rows (with SILU: R gate rows and the same up rows) with NB rows of
-// x. A warp streams its rows together so every x value it loads serves all of them (x traffic
-// through the cache would otherwise rival the weight stream at NB > 1), and issues U chunks of
-// each row before using any, so R * U (SILU: 2 R U) 16-byte loads per lane are in flight.
+// One stage: chunks [stage * 32 U, (stage + 1) * 32 U) of each of the M rows; lane takes every
+// 32nd. Out-of-range chunks load nothing and are skipped by multiply_stage.
+template <int M, int U>
+__device__ __forceinline__ void load_stage(uint4 (&v)[U][M], const uint4* const (&w)[M], int64_t stage, int lane,
+                                           int64_t chunks) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int64_t c = stage * 32 * U + u * 32 + lane;
+#pragma unroll
+    for (int i = 0; i < M; ++i) v[u][i] = c < chunks ? load_stream(w[i] + c) : make_uint4(0, 0, 0, 0);
+  }
+}
+
+template <typename WT, int NB, int M, int U>
+__device__ __forceinline__ void multiply_stage(const uint4 (&v)[U][M], float (&acc)[M][NB], const float* x,
+                                               int64_t k, int64_t stage, int lane, int64_t chunks) {
+  using Un = Unpack<WT>;
+  constexpr int E = Un::kElems;
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int64_t c = stage * 32 * U + u * 32 + lane;
+    if (c >= chunks) break;
+#pragma unroll
+    for (int j = 0; j < E / 4; ++j) {
+      float4 f[M];
+#pragma unroll
+      for (int i = 0; i < M; ++i) f[i] = Un::group(v[u][i], j);
+#pragma unroll
+      for (int b = 0; b < NB; ++b) {
+        const float4 t = __ldg(reinterpret_cast<const float4*>(x + b * k + c * E) + j);
+#pragma unroll
+        for (int i = 0; i < M; ++i) {
+          float a = acc[i][b];
+          a = fmaf(t.x, f[i].x, a);
+          a = fmaf(t.y, f[i].y, a);
+          a = fmaf(t.z, f[i].z, a);
+          a = fmaf(t.w, f[i].w, a);
+          acc[i][b] = a;
+        }
+      }
+    }
+  }
+}
+
+// Dot products of R weight rows (with SILU: R gate rows and the same up rows) with NB rows of x.
 template <typename WT, int NB, bool SILU, int R, int U>
-__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvParams p) {
+__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const GemvParams p) {
   using Un = Unpack<WT>;
   constexpr int E = Un::kElems;
   constexpr int M = SILU ? 2 * R : R;  // weight rows streamed per warp
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t r0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * R;
-  if (r0 >= p.total_rows) return;
+  const bool warp_live = r0 < p.total_rows;
   const int64_t chunks = p.k / E;
   const size_t row_bytes = static_cast<size_t>(p.k) * sizeof(WT);
   const uint4* w[M];
@@ -94,54 +137,28 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvParams p) {
 #pragma unroll
   for (int i = 0; i < R; ++i) {
     live[i] = r0 + i < p.total_rows;
-    local[i] = live[i] ? r0 + i : r0;  // dead rows re-read row r0 and are not stored
+    local[i] = live[i] ? r0 + i : 0;  // dead rows re-read row 0 and are not stored
     seg_of[i] = SILU ? 0 : find_segment(p, &local[i]);
     w[i] = reinterpret_cast<const uint4*>(static_cast<const char*>(p.seg[seg_of[i]].w) + local[i] * row_bytes);
     if (SILU)
       w[R + i] = reinterpret_cast<const uint4*>(static_cast<const char*>(p.seg[1].w) + local[i] * row_bytes);
   }
+  const int64_t stages = (chunks + 32 * U - 1) / (32 * U);
+  uint4 v[U][M];
+  if (warp_live) load_stage<M, U>(v, w, 0, lane, chunks);  // weights only: before the wait
+  pdl_wait();
+  if (!warp_live) return;
+
   float acc[M][NB];
 #pragma unroll
   for (int i = 0; i < M; ++i)
 #pragma unroll
     for (int b = 0; b < NB; ++b) acc[i][b] = 0.0f;
-
-  for (int64_t c0 = lane; c0 < chunks; c0 += 32 * U) {
-    uint4 v[U][M];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t c = c0 + u * 32;
-#pragma unroll
-      for (int i = 0; i < M; ++i) v[u][i] = c < chunks ? load_stream(w[i] + c) : make_uint4(0, 0, 0, 0);
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t c = c0 + u * 32;
-      if (c >= chunks) break;
-#pragma unroll
-      for (int b = 0; b < NB; ++b) {
-        const float4* xp = reinterpret_cast<const float4*>(p.x + b * p.k + c * E);
-        float xv[E];
-#pragma unroll
-        for (int j = 0; j < E / 4; ++j) {
-          const float4 t = __ldg(xp + j);
-          xv[4 * j] = t.x;
-          xv[4 * j + 1] = t.y;
-          xv[4 * j + 2] = t.z;
-          xv[4 * j + 3] = t.w;
-        }
-#pragma unroll
-        for (int i = 0; i < M; ++i) {
-          float f[E];
-          Un::run(v[u][i], f);
-          float a = acc[i][b];
-#pragma unroll
-          for (int e = 0; e < E; ++e) a = fmaf(xv[e], f[e], a);
-          acc[i][b] = a;
-        }
-      }
-    }
+  for (int64_t s = 0; s < stages; ++s) {
+    if (s > 0) load_stage<M, U>(v, w, s, lane, chunks);
+    multiply_stage<WT, NB, M, U>(v, acc, p.x, p.k, s, lane, chunks);
   }
+  pdl_launch_dependents();  // the next kernel may start its prologue during this one's stores
 #pragma unroll
   for (int i = 0; i < M; ++i)
 #pragma unroll
@@ -167,16 +184,16 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvParams p) {
   }
 }
 
-// NB <= 2: two rows per warp, four chunks deep; NB > 2: four rows (x reuse), two deep. SILU
-// streams gate and up rows: half the rows for the same loads in flight.
+// NB <= 2: two rows per warp (SILU: one gate + one up row), four chunks deep; NB > 2: four
+// rows (x reuse), two deep. SILU streams gate and up rows: half the rows for the same loads in
+// flight.
 template <typename WT, int NB, bool SILU>
 cudaError_t launch_shape(const GemvParams& p, cudaStream_t s) {
   constexpr int R = NB <= 2 ? (SILU ? 1 : 2) : (SILU ? 2 : 4);
   constexpr int U = NB <= 2 ? 4 : 2;
   const int64_t rows_per_cta = kWarps * R;
   const unsigned grid = static_cast<unsigned>((p.total_rows + rows_per_cta - 1) / rows_per_cta);
-  gemv_kernel<WT, NB, SILU, R, U><<<grid, kWarps * 32, 0, s>>>(p);
-  return cudaGetLastError();
+  return launch_pdl(gemv_kernel<WT, NB, SILU, R, U>, dim3(grid), dim3(kWarps * 32), 0, s, p);
 }
 
 template <typename WT, bool SILU>
@@ -198,6 +215,7 @@ cudaError_t launch_gemv(const GemvParams& p, bool fp8, cudaStream_t s) {
   if (p.n < 1 || p.n > kGemvMaxRows || p.num_segments < 1 || p.num_segments > 3 || p.total_rows <= 0 ||
       (p.silu && (p.num_segments != 2 || !p.act)))
     return cudaErrorInvalidValue;
+  if (fp8 && gemv_fp8_mma_supported()) return launch_gemv_fp8_mma(p, s);
   if (fp8) return p.silu ? launch_nb<__nv_fp8_e4m3, true>(p, s) : launch_nb<__nv_fp8_e4m3, false>(p, s);
   return p.silu ? launch_nb<__nv_bfloat16, true>(p, s) : launch_nb<__nv_bfloat16, false>(p, s);
 }

@@ -115,7 +115,12 @@ struct GemvParams {
 
 // k must be a multiple of this (the 16-byte weight load) and W rows 16-byte aligned.
 int gemv_k_multiple(bool fp8);
+// BF16 weights: f32 math on the CUDA cores (gemv.cu). FP8 weights: on devices with FP8 tensor
+// cores (sm_89+) x is quantized per row and multiplied there (gemv_fp8.cu, W8A8 as the FP8
+// GEMMs); elsewhere E4M3 is widened on the CUDA cores (weight-only, f32 x).
 cudaError_t launch_gemv(const GemvParams& p, bool fp8, cudaStream_t s);
+bool gemv_fp8_mma_supported();  // the current device runs launch_gemv_fp8_mma
+cudaError_t launch_gemv_fp8_mma(const GemvParams& p, cudaStream_t s);
 
 // ---- FP8 activations (fp8_activations.cu) ----
 // Per-row dynamic quantization: scale[r] = max(absmax(x[r]) / 448, tiny), q = e4m3(x / scale).

@@ -24,6 +24,7 @@
 
 #include "backend/cuda/attention_common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/mma.cuh"
 
 namespace lancet::cuda {
@@ -360,6 +361,7 @@ __global__ void __launch_bounds__(kThreads, 2) paged_attention_kernel(AttnParams
 template <int D>
 __global__ void __launch_bounds__(D) attention_reduce_kernel(const float* __restrict__ partial, int num_splits,
                                                              float* __restrict__ out) {
+  pdl_wait();
   const int64_t oh = blockIdx.x;
   const float* part = partial + oh * num_splits * (D + 2);
   float mx = -INFINITY;
@@ -404,14 +406,11 @@ cudaError_t launch_attention_reduce(const float* partial, int64_t rows, int num_
   if (rows <= 0) return cudaSuccess;
   if (rows > 0x7fffffffLL || num_splits < 1) return cudaErrorInvalidValue;
   const unsigned grid = static_cast<unsigned>(rows);
-  if (head_dim == 64) {
-    attention_reduce_kernel<64><<<grid, 64, 0, s>>>(partial, num_splits, out);
-  } else if (head_dim == 128) {
-    attention_reduce_kernel<128><<<grid, 128, 0, s>>>(partial, num_splits, out);
-  } else {
-    return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
+  if (head_dim == 64)
+    return launch_pdl(attention_reduce_kernel<64>, dim3(grid), dim3(64), 0, s, partial, num_splits, out);
+  if (head_dim == 128)
+    return launch_pdl(attention_reduce_kernel<128>, dim3(grid), dim3(128), 0, s, partial, num_splits, out);
+  return cudaErrorInvalidValue;
 }
 
 int64_t attention_workspace_floats(int64_t num_tokens, int64_t num_heads, int64_t head_dim, int num_splits) {

@@ -1,0 +1,229 @@
+// Decode GEMV for FP8 E4M3 weights on the tensor cores (sm_89+): y[b, r] = w_scale[r] * x_scale[b] *
+// sum_k q(x)[b, k] W[r, k] for n <= kGemvMaxRows rows of x, i.e. W8A8 as the prefill GEMMs run.
+// Converting E4M3 to f32 on the CUDA cores costs more instructions per weight byte than the memory
+// delivers bytes, so the conversion-free path is the tensor cores' own FP8 product:
+//  - a CTA owns a tile of 16 weight rows (SILU: 16 gate rows and the same 16 up rows), the M of
+//    an m16n8k32 MMA; its 8 warps split K and their partial sums meet in shared memory;
+//  - x's rows are the MMA's N (<= 8 columns; the rest are zero) and are quantized per row inside
+//    every CTA, straight from f32 x, with the rule every FP8 producer shares (kernels.h), so no
+//    separate quantization kernel runs and a CTA's result does not depend on any other's;
+//  - each lane streams 16 contiguous bytes of two rows per 64-byte k-block (L1-bypassing loads,
+//    two stages in flight, the first issued before pdl_wait: weights are constant). The MMA's k
+//    order is a permutation of memory order, applied to x's fragment alike (a dot product does not
+//    depend on the order of its terms).
+// The f32 accumulation inside one MMA is the tensor cores' (as the prefill GEMM's fast mode).
+#include <cuda_fp8.h>
+
+#include "backend/cuda/attention_common.cuh"
+#include "backend/cuda/device_info.h"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
+
+namespace lancet::cuda {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * 32;
+constexpr int kTileRows = 16;  // the MMA's M
+constexpr int kBlock = 64;     // k bytes per lane-quad per step pair (4 lanes x 16 bytes)
+constexpr int kStage = 2;      // k-blocks per pipeline stage
+constexpr int kXPad = 16;      // bytes after each quantized x row in shared memory
+constexpr int kMaxSmem = 200 * 1024;  // x rows of up to ~50K columns at kGemvMaxRows
+
+__device__ __forceinline__ uint4 load_stream(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// d += a . b on E4M3 operands (m16n8k32, f32 accumulators).
+__device__ __forceinline__ void mma_e4m3(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+                                         unsigned b0, unsigned b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#endif
+}
+
+struct RowRef {
+  const unsigned char* w;  // the row's bytes (row 0 of segment 0 for rows past the launch)
+  int seg;
+  int64_t local;
+  bool live;
+};
+
+__device__ __forceinline__ RowRef row_ref(const GemvParams& p, int64_t r, int which) {
+  RowRef ref{nullptr, 0, 0, r < p.total_rows};
+  int64_t local = ref.live ? r : 0;
+  int s = which;  // SILU: segment 0 (gate) or 1 (up) by role
+  if (!p.silu) {
+    s = 0;
+    while (s + 1 < p.num_segments && local >= p.seg[s].rows) local -= p.seg[s].rows, ++s;
+  }
+  ref.seg = s;
+  ref.local = local;
+  ref.w = static_cast<const unsigned char*>(p.seg[s].w) + local * p.k;
+  return ref;
+}
+
+// M streams of 2 rows (rows g and g + 8 of the tile): one 16-byte load per row per k-block.
+template <int M>
+__device__ __forceinline__ void load_stage(uint4 (&v)[kStage][M][2], const RowRef (&rows)[M][2], int64_t blk0,
+                                           int64_t blk_end, int t, int64_t k) {
+#pragma unroll
+  for (int u = 0; u < kStage; ++u) {
+    const int64_t off = (blk0 + u) * kBlock + t * 16;
+    const bool in = blk0 + u < blk_end && off < k;
+#pragma unroll
+    for (int m = 0; m < M; ++m)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        v[u][m][h] = in ? load_stream(reinterpret_cast<const uint4*>(rows[m][h].w + off)) : make_uint4(0, 0, 0, 0);
+  }
+}
+
+template <int M>
+__device__ __forceinline__ void multiply_stage(const uint4 (&v)[kStage][M][2], float (&acc)[M][4],
+                                               const unsigned char* xq, int64_t xstride, int n, int64_t blk0,
+                                               int64_t blk_end, int g, int t) {
+#pragma unroll
+  for (int u = 0; u < kStage; ++u) {
+    if (blk0 + u >= blk_end) break;
+    const int64_t off = (blk0 + u) * kBlock + t * 16;
+    // x's fragment: 8 bytes of row g per MMA (zero for columns past n).
+    uint2 b[2] = {make_uint2(0, 0), make_uint2(0, 0)};
+    if (g < n) {
+      const uint4 xv = *reinterpret_cast<const uint4*>(xq + g * xstride + off);
+      b[0] = make_uint2(xv.x, xv.y);
+      b[1] = make_uint2(xv.z, xv.w);
+    }
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const uint4 lo = v[u][m][0], hi = v[u][m][1];
+      mma_e4m3(acc[m], lo.x, hi.x, lo.y, hi.y, b[0].x, b[0].y);
+      mma_e4m3(acc[m], lo.z, hi.z, lo.w, hi.w, b[1].x, b[1].y);
+    }
+  }
+}
+
+// x rows [n, k] f32 -> E4M3 in shared memory ([n][xstride], zero past k) and their scales.
+__device__ void quantize_x(const float* __restrict__ x, int n, int64_t k, int64_t xstride, unsigned char* xq,
+                           float* xscale, float* red) {
+  for (int b = 0; b < n; ++b) {
+    const float* xr = x + b * k;
+    float m = 0.0f;
+    for (int64_t i = threadIdx.x; i < k; i += kThreads) m = fmaxf(m, fabsf(xr[i]));
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = m;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      float a = 0.0f;
+      for (int w = 0; w < kWarps; ++w) a = fmaxf(a, red[w]);
+      xscale[b] = fmaxf(a / kFp8Max, kFp8MinScale);
+    }
+    __syncthreads();
+    const float inv = 1.0f / xscale[b];
+    __nv_fp8_e4m3* q = reinterpret_cast<__nv_fp8_e4m3*>(xq + b * xstride);
+    for (int64_t i = threadIdx.x; i < xstride; i += kThreads) q[i] = __nv_fp8_e4m3(i < k ? xr[i] * inv : 0.0f);
+  }
+  __syncthreads();
+}
+
+template <bool SILU>
+__global__ void __launch_bounds__(kThreads) gemv_fp8_kernel(const GemvParams p, int64_t xstride) {
+  constexpr int M = SILU ? 2 : 1;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kTileRows;
+  RowRef rows[M][2];
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    rows[m][0] = row_ref(p, r0 + g, m);
+    rows[m][1] = row_ref(p, r0 + g + 8, m);
+  }
+  const int64_t nblk = (p.k + kBlock - 1) / kBlock;
+  const int64_t blk_begin = nblk * warp / kWarps, blk_end = nblk * (warp + 1) / kWarps;
+  uint4 va[kStage][M][2], vb[kStage][M][2];
+  load_stage<M>(va, rows, blk_begin, blk_end, t, p.k);  // weights only: before the wait
+  pdl_wait();
+
+  const int n = static_cast<int>(p.n);
+  unsigned char* xq = smem;                                               // [n][xstride]
+  float* xscale = reinterpret_cast<float*>(smem + n * xstride);           // [n]
+  float* red = xscale + kGemvMaxRows;                                     // [kWarps][M][16][8]
+  quantize_x(p.x, n, p.k, xstride, xq, xscale, red);
+
+  float acc[M][4];
+#pragma unroll
+  for (int m = 0; m < M; ++m) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.0f;
+  for (int64_t b = blk_begin; b < blk_end; b += 2 * kStage) {
+    if (b + kStage < blk_end) load_stage<M>(vb, rows, b + kStage, blk_end, t, p.k);
+    multiply_stage<M>(va, acc, xq, xstride, n, b, blk_end, g, t);
+    if (b + kStage >= blk_end) break;
+    if (b + 2 * kStage < blk_end) load_stage<M>(va, rows, b + 2 * kStage, blk_end, t, p.k);
+    multiply_stage<M>(vb, acc, xq, xstride, n, b + kStage, blk_end, g, t);
+  }
+
+  pdl_launch_dependents();  // the next kernel may start its prologue during the epilogue
+  // The warps' partial sums: D[row][col] at rows g, g + 8 and columns 2t, 2t + 1.
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    float* rw = red + ((warp * M + m) * kTileRows) * 8;
+    rw[g * 8 + 2 * t] = acc[m][0];
+    rw[g * 8 + 2 * t + 1] = acc[m][1];
+    rw[(g + 8) * 8 + 2 * t] = acc[m][2];
+    rw[(g + 8) * 8 + 2 * t + 1] = acc[m][3];
+  }
+  __syncthreads();
+  if (threadIdx.x >= kTileRows * n) return;
+  const int row = threadIdx.x % kTileRows, col = threadIdx.x / kTileRows;
+  const RowRef ref = row_ref(p, r0 + row, 0);
+  if (!ref.live) return;
+  float s[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    s[m] = 0.0f;
+    for (int w = 0; w < kWarps; ++w) s[m] += red[((w * M + m) * kTileRows + row) * 8 + col];
+    const GemvSegment& sg = p.seg[SILU ? m : ref.seg];
+    s[m] *= xscale[col] * (sg.scale ? sg.scale[sg.per_row_scale ? ref.local : 0] : 1.0f);
+  }
+  const GemvSegment& sg = p.seg[ref.seg];
+  if (!SILU) {
+    sg.y[col * sg.rows + ref.local] = s[0];
+  } else {
+    const float gt = s[0], up = s[M - 1];
+    p.act[col * sg.rows + ref.local] = gt / (1.0f + __expf(-gt)) * up;
+  }
+}
+
+template <bool SILU>
+cudaError_t launch_typed(const GemvParams& p, cudaStream_t s) {
+  const int64_t xstride = (p.k + kBlock - 1) / kBlock * kBlock + kXPad;
+  const int64_t smem = p.n * xstride + kGemvMaxRows * 4 + kWarps * (SILU ? 2 : 1) * kTileRows * 8 * 4;
+  if (smem > kMaxSmem) return cudaErrorInvalidValue;
+  // The opt-in is made once per device, so for the largest size any launch uses.
+  cudaError_t e = allow_dynamic_smem<gemv_fp8_kernel<SILU>>(kMaxSmem);
+  if (e != cudaSuccess) return e;
+  const int64_t grid = (p.total_rows + kTileRows - 1) / kTileRows;
+  return launch_pdl(gemv_fp8_kernel<SILU>, dim3(static_cast<unsigned>(grid)), dim3(kThreads),
+                    static_cast<size_t>(smem), s, p, xstride);
+}
+
+}  // namespace
+
+bool gemv_fp8_mma_supported() { return current_device_sm() >= 89; }
+
+cudaError_t launch_gemv_fp8_mma(const GemvParams& p, cudaStream_t s) {
+  if (p.n < 1 || p.n > kGemvMaxRows || p.k % 16 != 0 || p.num_segments < 1 || p.num_segments > 3 ||
+      p.total_rows <= 0 || (p.silu && (p.num_segments != 2 || !p.act)))
+    return cudaErrorInvalidValue;
+  return p.silu ? launch_typed<true>(p, s) : launch_typed<false>(p, s);
+}
+
+}  // namespace lancet::cuda
