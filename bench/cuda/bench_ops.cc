@@ -4,8 +4,10 @@
 //  - matmul, prefill (n = 512, 4096): 2nmk / time -> TFLOP/s, % of BF16 peak;
 //  - paged attention, decode: K+V bytes read / time -> GB/s; prefill: 4 T^2/2 H D / time.
 // Weights rotate over enough copies (>= 512 MB) that the 60 MB L2 cannot serve them.
-// Times are wall clock over back-to-back launches on the backend's stream (launch overhead
-// hidden by queueing, as in the engine). Prints a table and one JSON line per case.
+// Times are wall clock over back-to-back launches on the backend's stream; decode-sized
+// matmuls (a few microseconds each, shorter than the host takes to launch one) are captured
+// into a CUDA graph of 32 calls and timed over its replays, as decode runs them. Prints a
+// table and one JSON line per case.
 // Built and run by bench/cuda/run_bench.sh.
 #include <algorithm>
 #include <chrono>
@@ -13,7 +15,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <numeric>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -43,11 +44,42 @@ double time_per_call(Backend& be, int reps, F&& fn) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
 }
 
+// As time_per_call, but fn(0 .. 31) captured once into a graph and the graph replayed.
+template <typename F>
+double time_per_call_graph(Backend& be, int replays, F&& fn) {
+  constexpr int kCalls = 32;
+  for (int i = 0; i < kCalls; ++i) fn(i);  // warm-up, and any lazy setup before the capture
+  die(be.synchronize(), "warm-up");
+  die(be.begin_capture(), "begin_capture");
+  for (int i = 0; i < kCalls; ++i) fn(i);
+  auto graph = be.end_capture();
+  die(graph.status(), "end_capture");
+  for (int i = 0; i < 2; ++i) die(be.launch_graph(**graph), "replay");
+  die(be.synchronize(), "warm-up replay");
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < replays; ++i) die(be.launch_graph(**graph), "replay");
+  die(be.synchronize(), "timed replays");
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / (replays * kCalls);
+}
+
 Buffer dev_alloc(Backend& be, size_t n) {
   auto b = be.alloc(n);
   die(b.status(), "alloc");
   die(be.zero(b->data(), n), "zero");
   return *b;
+}
+
+// f32 values in [-1, 1): timed inputs are never all zeros (a GEMM on zeros runs faster).
+Buffer dev_random_f32(Backend& be, size_t count, uint32_t seed) {
+  std::vector<float> h(count);
+  uint32_t st = seed * 2654435761u + 1;
+  for (auto& v : h) {
+    st = st * 1664525u + 1013904223u;
+    v = static_cast<float>(st >> 8) * (2.0f / 16777216.0f) - 1.0f;
+  }
+  Buffer b = dev_alloc(be, count * 4);
+  die(be.copy_to_device(b.data(), h.data(), count * 4), "copy");
+  return b;
 }
 
 void row(const char* kind, const std::string& name, double us, double achieved, const char* unit, double ceiling) {
@@ -57,14 +89,18 @@ void row(const char* kind, const std::string& name, double us, double achieved, 
               kind, name.c_str(), us, achieved, unit, ceiling);
 }
 
-// fp8: E4M3 weights with per-row scales (FP8 activations above the gemv rows).
-void bench_matmul(Backend& be, const char* name, int64_t m, int64_t k, bool fp8 = false) {
+// fp8: E4M3 weights with per-row scales (FP8 activations above the gemv rows). Weights are
+// uniform in [-0.035, 0.035) (the spread of a normal with sigma 0.02), from a cheap generator:
+// the 70B shapes hold half a billion values.
+void bench_matmul(Backend& be, const char* name, int64_t m, int64_t k, bool fp8, std::vector<int64_t> ns) {
   std::vector<uint16_t> host(static_cast<size_t>(m * k));
   std::vector<uint8_t> host8;
   std::vector<float> scales;
-  std::mt19937 g(static_cast<uint32_t>(m + k));
-  std::normal_distribution<float> d(0.0f, 0.02f);
-  for (auto& v : host) v = f32_to_bf16(d(g));
+  uint32_t st = static_cast<uint32_t>(m * 31 + k);
+  for (auto& v : host) {
+    st = st * 1664525u + 1013904223u;
+    v = f32_to_bf16((static_cast<float>(st >> 8) * (2.0f / 16777216.0f) - 1.0f) * 0.035f);
+  }
   TensorView t{DType::kBF16, {m, k}, host.data(), host.size() * 2};
   TensorView ts;
   if (fp8) {
@@ -82,12 +118,11 @@ void bench_matmul(Backend& be, const char* name, int64_t m, int64_t k, bool fp8 
     die(w.status(), "upload");
     ws.push_back(*w);
   }
-  for (int64_t n : {int64_t{1}, int64_t{4}, int64_t{512}, int64_t{4096}}) {
-    Buffer x = dev_alloc(be, static_cast<size_t>(n * k) * 4), y = dev_alloc(be, static_cast<size_t>(n * m) * 4);
-    const int reps = n == 1 ? 200 : 20;
-    const double s = time_per_call(be, reps, [&](int i) {
-      die(be.matmul(x.as<float>(), n, ws[i % ws.size()], y.as<float>()), "matmul");
-    });
+  for (int64_t n : ns) {
+    Buffer x = dev_random_f32(be, static_cast<size_t>(n * k), static_cast<uint32_t>(n)),
+           y = dev_alloc(be, static_cast<size_t>(n * m) * 4);
+    auto call = [&](int i) { die(be.matmul(x.as<float>(), n, ws[i % ws.size()], y.as<float>()), "matmul"); };
+    const double s = n <= 4 ? time_per_call_graph(be, 10, call) : time_per_call(be, 20, call);
     const std::string label = std::string(fp8 ? "fp8 " : "") + name + " n=" + std::to_string(n) + " [" +
                               std::to_string(m) + "x" + std::to_string(k) + "]";
     if (n <= 4) {
@@ -139,15 +174,23 @@ void bench_attention(Backend& be, int64_t batch, int64_t ctx, int64_t q_len, DTy
 }
 
 void bench_matmuls(Backend& be) {
-  // Llama-3-8B projections (q, k/v, o, gate/up, down) and the lm_head.
-  bench_matmul(be, "q/o_proj", 4096, 4096);
-  bench_matmul(be, "k/v_proj", 1024, 4096);
-  bench_matmul(be, "gate/up_proj", 14336, 4096);
-  bench_matmul(be, "down_proj", 4096, 14336);
-  bench_matmul(be, "lm_head", 128256, 4096);
-  bench_matmul(be, "q/o_proj", 4096, 4096, true);
-  bench_matmul(be, "gate/up_proj", 14336, 4096, true);
-  bench_matmul(be, "down_proj", 4096, 14336, true);
+  const std::vector<int64_t> all{1, 4, 512, 4096}, decode{1, 4};
+  // Llama-3-8B projections: q/o, k/v, gate/up, down, the lm_head, and the fused q+k+v and
+  // gate+up matrices of decode (one launch streams both) by their byte counts.
+  for (bool fp8 : {false, true}) {
+    bench_matmul(be, "q/o_proj", 4096, 4096, fp8, all);
+    if (!fp8) bench_matmul(be, "k/v_proj", 1024, 4096, fp8, decode);
+    bench_matmul(be, "qkv_proj", 6144, 4096, fp8, all);
+    bench_matmul(be, "gate/up_proj", 14336, 4096, fp8, all);
+    bench_matmul(be, "gate_up_proj", 28672, 4096, fp8, all);
+    bench_matmul(be, "down_proj", 4096, 14336, fp8, all);
+    if (!fp8) bench_matmul(be, "lm_head", 128256, 4096, fp8, decode);
+  }
+  // Llama-3-70B (FP8): fused q+k+v, o, fused gate+up, down.
+  bench_matmul(be, "70b qkv_proj", 10240, 8192, true, decode);
+  bench_matmul(be, "70b o_proj", 8192, 8192, true, decode);
+  bench_matmul(be, "70b gate_up_proj", 57344, 8192, true, decode);
+  bench_matmul(be, "70b down_proj", 8192, 28672, true, decode);
 }
 
 }  // namespace
