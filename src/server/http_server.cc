@@ -11,6 +11,7 @@
 #include "core/logging.h"
 #include "server/auth.h"
 #include "server/chat_page.h"
+#include "server/client_connection.h"
 #include "server/completion_session.h"
 #include "server/httplib_include.h"
 #include "server/openai_json.h"
@@ -86,6 +87,11 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
   auto slot = std::make_shared<Slot>(&in_flight);
   const bool stream = api.stream;
   auto session = std::make_unique<CompletionSession>(m, &metrics, std::move(api), config.request_timeout_s);
+  // The socket stays this request's until the response is written (streamed or not), so the
+  // session may check it whenever it waits.
+  const ClientConnection conn =
+      ClientConnection::find(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+  if (conn.found()) session->set_client_gone([conn] { return conn.closed(); });
   if (auto e = session->submit()) return send_error(res, *e);
   if (!stream) {
     Json out;
