@@ -187,9 +187,9 @@ class SlowStepModel : public ModelExecutor {
 TEST(AsyncEngine, SubmitIsNotStarvedByALongPrefill) {
   // 1600 prompt tokens in chunks of 8: about 200 back-to-back steps. Requests submitted while
   // they run must get in (and finish, with budget left beside the chunk) long before the long
-  // prompt's first token. The loop takes its lock again right after each step; before callers
-  // were let in ahead of it, submits could wait for the lock until the prefill ended (seen on a
-  // 16-core host under a 128K-token prompt).
+  // prompt's first token. Submits are queued and the loop takes them between steps; when
+  // callers instead took an engine lock that the loop retook right after each step, submits
+  // could wait until the prefill ended (seen on a 16-core host under a 128K-token prompt).
   SlowStepModel model;
   EngineConfig cfg;
   cfg.scheduler = {.max_num_batched_tokens = 16, .max_num_seqs = 32, .max_model_len = 2048,
