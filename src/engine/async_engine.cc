@@ -96,7 +96,10 @@ void AsyncEngine::shutdown(bool drain) {
     stop_ = true;
     work_cv_.notify_one();
   }
-  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+  // Once, even when shutdown() races the destructor or another shutdown().
+  std::call_once(joined_, [this] {
+    if (thread_.joinable()) thread_.join();
+  });
 }
 
 EngineStats AsyncEngine::stats() const {

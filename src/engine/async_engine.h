@@ -109,6 +109,7 @@ class AsyncEngine {
   EngineStats stats_;
 
   std::thread thread_;
+  std::once_flag joined_;
 };
 
 }  // namespace lancet
