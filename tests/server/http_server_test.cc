@@ -4,11 +4,16 @@
 
 #include <gtest/gtest.h>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "server/httplib_include.h"
+#include "server/process_sockets.h"
 
 namespace lancet::server {
 namespace {
@@ -67,6 +72,28 @@ TEST(HttpServer, LoadingStateAndRouting) {
   EXPECT_TRUE(server.wait_idle(1.0));
   server.stop();
   t.join();
+}
+
+// httplib listens with a backlog of 5; bind() raises it so that a burst of clients is queued
+// instead of having its handshakes dropped (Linux reports a listener's backlog in tcpi_sacked).
+TEST(HttpServer, ListenBacklogHoldsABurstOfClients) {
+  ServerConfig cfg;
+  cfg.port = 0;
+  HttpServer server(cfg);
+  ASSERT_TRUE(server.bind().ok());
+  const int fd = find_own_socket([&](int s) {
+    std::string host;
+    int port = -1;
+    int listening = 0;
+    socklen_t len = sizeof(listening);
+    return getsockopt(s, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) == 0 && listening &&
+           socket_address(s, false, &host, &port) && port == server.port();
+  });
+  ASSERT_GE(fd, 0);
+  tcp_info info{};
+  socklen_t len = sizeof(info);
+  ASSERT_EQ(getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len), 0);
+  EXPECT_GE(info.tcpi_sacked, 64u) << "listen backlog";
 }
 
 TEST(HttpServer, ConfigValidation) {
