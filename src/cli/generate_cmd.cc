@@ -1,14 +1,17 @@
 // `lancet generate`: one prompt in, one completion out (text, or ids for checkpoints without a
 // tokenizer), with prompt and decode speed. `--chat` wraps the prompt as a user message
-// through the model's chat template.
+// through the model's chat template. `--prompts-file` submits every prompt of a JSON-lines
+// file at once (continuous batching) and prints one JSON line per prompt, in input order.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/prompts_file.h"
 #include "cli/runtime_flags.h"
 #include "core/logging.h"
 
@@ -33,6 +36,81 @@ StatusOr<std::vector<int32_t>> parse_ids(const std::string& s) {
   return ids;
 }
 
+StatusOr<std::vector<int32_t>> encode_text(Runtime& r, const std::string& prompt, bool chat) {
+  if (!chat) return r.encode_prompt(prompt);
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  messages.push_back({{"role", "user"}, {"content", prompt}});
+  ChatTemplateOptions opt;
+  opt.add_generation_prompt = true;
+  return r.encode_chat(messages, opt);
+}
+
+// One prompt's request, ready to submit: encoded, ids and settings checked against the model.
+StatusOr<GenerationRequest> prompt_request(Runtime& r, const PromptLine& line, bool chat) {
+  GenerationRequest req;
+  req.params = line.params;
+  if (line.has_text) {
+    if (!r.tokenizer()) return InvalidArgument("this model has no tokenizer; give prompt_ids");
+    ASSIGN_OR_RETURN(req.prompt, encode_text(r, line.prompt, chat));
+  } else {
+    req.prompt = line.prompt_ids;
+  }
+  for (int32_t t : req.prompt)
+    if (t >= r.vocab_size())
+      return InvalidArgument("prompt_ids: token id " + std::to_string(t) + " is outside the vocabulary (size " +
+                             std::to_string(r.vocab_size()) + ")");
+  RETURN_IF_ERROR(req.params.validate(r.vocab_size(), r.config().max_logprobs));
+  return req;
+}
+
+// --prompts-file: every prompt is submitted before any is read, so the engine batches them
+// all; results are printed in input order, each as soon as it and those before it are done.
+int run_prompts_file(Runtime& r, const std::string& path, const std::vector<PromptLine>& lines, bool chat) {
+  auto fail = [&](const PromptLine& line, const Status& st) {
+    std::fprintf(stderr, "lancet generate: %s:%lld: %s\n", path.c_str(), static_cast<long long>(line.line),
+                 st.message().c_str());
+    return 1;
+  };
+  std::vector<GenerationRequest> reqs;
+  for (const PromptLine& line : lines) {
+    StatusOr<GenerationRequest> req = prompt_request(r, line, chat);
+    if (!req.ok()) return fail(line, req.status());
+    reqs.push_back(std::move(*req));
+  }
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    auto s = r.async_engine().submit(reqs[i]);
+    if (!s.ok()) {  // the engine's own checks (e.g. prompt + max_tokens past --max-model-len)
+      for (auto& prev : streams) prev->cancel();
+      return fail(lines[i], s.status());
+    }
+    streams.push_back(std::move(*s));
+  }
+  bool failed = false;
+  for (size_t i = 0; i < streams.size(); ++i) {
+    std::vector<int32_t> ids;
+    std::string text;
+    FinishReason reason = FinishReason::kNone;
+    TokenEvent ev;
+    while (streams[i]->next(&ev)) {
+      if (ev.token >= 0) ids.push_back(ev.token);
+      text += ev.text;
+      if (ev.finished) reason = ev.finish_reason;
+    }
+    failed |= reason == FinishReason::kError;
+    nlohmann::json j;
+    j["index"] = i;
+    j["line"] = lines[i].line;
+    j["prompt_ids"] = reqs[i].prompt;
+    j["ids"] = ids;
+    if (r.tokenizer()) j["text"] = text;
+    j["finish_reason"] = finish_reason_name(reason);
+    std::printf("%s\n", j.dump().c_str());
+    std::fflush(stdout);
+  }
+  return failed ? 1 : 0;
+}
+
 }  // namespace
 
 int cmd_generate(int argc, char** argv) {
@@ -43,23 +121,38 @@ int cmd_generate(int argc, char** argv) {
   sp.temperature = 0.0f;
   sp.max_tokens = 64;
   int64_t seed = -1;
-  std::string prompt, prompt_ids;
+  std::string prompt, prompt_ids, prompts_file;
   bool json = false, chat = false, quiet = false;
   add_runtime_flags(app, &rc);
   add_sampling_flags(app, &sp, &seed);
   auto* p1 = app.add_option("--prompt,-p", prompt, "prompt text");
   auto* p2 = app.add_option("--prompt-ids", prompt_ids, "prompt as comma-separated token ids");
+  auto* p3 = app.add_option("--prompts-file", prompts_file,
+                            "JSON lines, one prompt each ({\"prompt\": text} or {\"prompt_ids\": [..]}, "
+                            "optional sampling fields); prints one JSON line per prompt");
   p1->excludes(p2);
+  p3->excludes(p1)->excludes(p2);
   app.add_flag("--chat", chat, "send the prompt as a user message through the chat template");
   app.add_flag("--json", json, "print one JSON object (ids, text, finish_reason, timings)");
   app.add_flag("--quiet,-q", quiet, "no log lines on stderr");
   CLI11_PARSE(app, argc, argv);
-  if (prompt.empty() == prompt_ids.empty()) {
-    std::fprintf(stderr, "lancet generate: give exactly one of --prompt and --prompt-ids\n");
+  if (static_cast<int>(!prompt.empty()) + !prompt_ids.empty() + !prompts_file.empty() != 1) {
+    std::fprintf(stderr, "lancet generate: give exactly one of --prompt, --prompt-ids and --prompts-file\n");
     return 2;
   }
-  if (quiet || json) set_log_level(LogLevel::kWarning);
+  if (quiet || json || !prompts_file.empty()) set_log_level(LogLevel::kWarning);
   if (seed >= 0) sp.seed = static_cast<uint64_t>(seed);
+  std::vector<PromptLine> lines;
+  if (!prompts_file.empty()) {
+    // Read before the model loads, so a bad file fails at once.
+    auto read = read_prompts_file(prompts_file, sp);
+    if (!read.ok()) {
+      std::fprintf(stderr, "lancet generate: %s\n", read.status().message().c_str());
+      return 1;
+    }
+    lines = std::move(*read);
+    if (app.count("--max-num-seqs") == 0) rc.max_num_seqs = std::min<int64_t>(64, static_cast<int64_t>(lines.size()));
+  }
 
   auto rt = Runtime::create(rc);
   if (!rt.ok()) {
@@ -67,18 +160,8 @@ int cmd_generate(int argc, char** argv) {
     return 1;
   }
   Runtime& r = **rt;
-  StatusOr<std::vector<int32_t>> ids = InvalidArgument("no prompt");
-  if (!prompt_ids.empty()) {
-    ids = parse_ids(prompt_ids);
-  } else if (chat) {
-    nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-    messages.push_back({{"role", "user"}, {"content", prompt}});
-    ChatTemplateOptions opt;
-    opt.add_generation_prompt = true;
-    ids = r.encode_chat(messages, opt);
-  } else {
-    ids = r.encode_prompt(prompt);
-  }
+  if (!prompts_file.empty()) return run_prompts_file(r, prompts_file, lines, chat);
+  StatusOr<std::vector<int32_t>> ids = prompt_ids.empty() ? encode_text(r, prompt, chat) : parse_ids(prompt_ids);
   if (!ids.ok()) {
     std::fprintf(stderr, "lancet generate: %s\n", ids.status().to_string().c_str());
     return 1;

@@ -1,8 +1,6 @@
-// AsyncEngine: one loop thread; submit/abort/shutdown from anywhere.
+// AsyncEngine: one loop thread owns the Engine; submit/abort/shutdown from anywhere hand their
+// work to it through mu_ (see async_engine.h).
 #include "engine/async_engine.h"
-
-#include <chrono>
-#include <thread>
 
 #include "core/logging.h"
 
@@ -17,18 +15,15 @@ bool RequestStream::next(TokenEvent* ev) {
   return true;
 }
 
-bool RequestStream::next_for(TokenEvent* ev, int64_t timeout_ms, bool* timed_out) {
+RequestStream::Wait RequestStream::next_until(TokenEvent* ev, Clock::time_point deadline) {
   std::unique_lock<std::mutex> lock(mu_);
-  *timed_out = false;
-  if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                    [&] { return !queue_.empty() || closed_; })) {
-    *timed_out = true;
-    return false;
-  }
-  if (queue_.empty()) return false;
+  auto ready = [&] { return !queue_.empty() || closed_; };
+  if (deadline == Clock::time_point::max()) cv_.wait(lock, ready);  // no deadline: no clock arithmetic near max
+  else if (!cv_.wait_until(lock, deadline, ready)) return Wait::kTimedOut;
+  if (queue_.empty()) return Wait::kEnded;
   *ev = std::move(queue_.front());
   queue_.pop_front();
-  return true;
+  return Wait::kEvent;
 }
 
 void RequestStream::cancel() {
@@ -40,10 +35,11 @@ bool RequestStream::done() const {
   return closed_;
 }
 
-void RequestStream::push(TokenEvent ev) {
+void RequestStream::push(TokenEvent ev, bool last) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(ev));
+    if (last) closed_ = true;
   }
   cv_.notify_all();
 }
@@ -57,115 +53,163 @@ void RequestStream::close() {
 }
 
 AsyncEngine::AsyncEngine(Engine* engine) : engine_(engine) {
+  stats_ = engine_->stats();
   thread_ = std::thread([this] { loop(); });
 }
 
-std::unique_lock<std::mutex> AsyncEngine::lock_engine() const {
-  waiters_.fetch_add(1, std::memory_order_acq_rel);
-  std::unique_lock<std::mutex> lock(engine_mu_);
-  waiters_.fetch_sub(1, std::memory_order_acq_rel);
-  return lock;
-}
-
-AsyncEngine::~AsyncEngine() {
-  shutdown(/*drain=*/false);
-}
+AsyncEngine::~AsyncEngine() { shutdown(/*drain=*/false); }
 
 StatusOr<std::shared_ptr<RequestStream>> AsyncEngine::submit(const GenerationRequest& req) {
-  if (!accepting_.load()) return FailedPrecondition("the server is shutting down");
-  auto stream = std::make_shared<RequestStream>();
-  {
-    auto lock = lock_engine();
-    ASSIGN_OR_RETURN(int64_t id, engine_->add_request(req));
-    stream->id_ = id;
-    stream->n_ = req.params.n;
-    stream->open_choices_ = req.params.n;
-    stream->owner_ = this;
-    streams_[id] = stream;
-  }
+  PendingSubmit pending;
+  pending.request = &req;
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!accepting_) return FailedPrecondition("the server is shutting down");
+  submits_.push_back(&pending);
+  ++active_;
   work_cv_.notify_one();
-  return stream;
+  submit_cv_.wait(lock, [&] { return pending.done; });
+  if (!pending.status.ok()) return pending.status;
+  return pending.stream;
 }
 
 void AsyncEngine::abort(int64_t request_id) {
-  engine_->abort(request_id);  // thread-safe by itself
+  engine_->abort(request_id);  // thread-safe by itself; applied at the next step
+  // Notifying under the lock: a loop that checked has_work() before the abort was queued is
+  // already waiting by the time we hold mu_, so it cannot miss this wake-up.
+  std::lock_guard<std::mutex> lock(mu_);
   work_cv_.notify_one();
 }
 
+bool AsyncEngine::accepting() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return accepting_;
+}
+
 void AsyncEngine::shutdown(bool drain) {
-  accepting_.store(false);
-  if (drain) {
-    auto lock = lock_engine();
-    while (!streams_.empty()) {
-      lock.unlock();
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      lock.lock();
-    }
-  } else {
-    std::vector<int64_t> ids;
-    {
-      auto lock = lock_engine();
-      for (const auto& [id, s] : streams_) ids.push_back(id);
-    }
-    for (int64_t id : ids) engine_->abort(id);
-    // Let the loop turn the aborts into events and close the streams.
-    for (int i = 0; i < 1000; ++i) {
-      {
-        auto lock = lock_engine();
-        if (streams_.empty()) break;
-      }
-      work_cv_.notify_one();
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    accepting_ = false;
+    if (!drain) abort_all_ = true;
+    work_cv_.notify_one();
+    // Submits already queued count in active_, so they are drained (or aborted) too.
+    idle_cv_.wait(lock, [&] { return active_ == 0 || stop_; });
+    stop_ = true;
+    work_cv_.notify_one();
   }
-  if (!stop_.exchange(true)) {
-    work_cv_.notify_all();
+  // Once, even when shutdown() races the destructor or another shutdown().
+  std::call_once(joined_, [this] {
     if (thread_.joinable()) thread_.join();
-  }
+  });
 }
 
 EngineStats AsyncEngine::stats() const {
-  auto lock = lock_engine();
-  return engine_->stats();
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
 }
 
 int64_t AsyncEngine::num_active_requests() const {
-  auto lock = lock_engine();
-  return static_cast<int64_t>(streams_.size());
+  std::lock_guard<std::mutex> lock(mu_);
+  return active_;
+}
+
+void AsyncEngine::publish_stats() {
+  EngineStats s = engine_->stats();
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_ = std::move(s);
+}
+
+void AsyncEngine::admit(const std::vector<PendingSubmit*>& taken) {
+  int64_t failed = 0;
+  for (PendingSubmit* p : taken) {
+    StatusOr<int64_t> id = engine_->add_request(*p->request);
+    if (!id.ok()) {
+      p->status = id.status();
+      ++failed;
+      continue;
+    }
+    auto stream = std::make_shared<RequestStream>();
+    stream->id_ = *id;
+    stream->n_ = p->request->params.n;
+    stream->open_choices_ = p->request->params.n;
+    stream->owner_ = this;
+    streams_[*id] = stream;
+    p->stream = std::move(stream);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (PendingSubmit* p : taken) p->done = true;  // after this the submitter may free *p
+  active_ -= failed;
+  submit_cv_.notify_all();
+  if (active_ == 0) idle_cv_.notify_all();
+}
+
+void AsyncEngine::deliver(std::vector<TokenEvent>* events) {
+  struct Delivery {
+    RequestStream* stream;
+    TokenEvent* event;
+    bool last;
+  };
+  std::vector<Delivery> out;
+  std::vector<std::shared_ptr<RequestStream>> ending;  // keeps closed streams alive to their push
+  out.reserve(events->size());
+  for (TokenEvent& ev : *events) {
+    auto it = streams_.find(ev.request_id);
+    if (it == streams_.end()) continue;
+    RequestStream* s = it->second.get();
+    const bool last = ev.finished && --s->open_choices_ == 0;
+    if (last) {
+      ending.push_back(std::move(it->second));
+      streams_.erase(it);
+    }
+    out.push_back({s, &ev, last});
+  }
+  // Counted out before the pushes, so a reader that saw its stream end sees it gone here too.
+  if (!ending.empty()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    active_ -= static_cast<int64_t>(ending.size());
+    if (active_ == 0) idle_cv_.notify_all();
+  }
+  for (Delivery& d : out) d.stream->push(std::move(*d.event), d.last);
 }
 
 void AsyncEngine::loop() {
-  while (!stop_.load()) {
-    while (waiters_.load(std::memory_order_acquire) > 0) std::this_thread::yield();  // callers first
-    std::unique_lock<std::mutex> lock(engine_mu_);
+  for (;;) {
+    std::vector<PendingSubmit*> taken;
+    bool abort_all = false;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      // has_work() turns true from another thread only through abort(), which notifies under mu_.
+      work_cv_.wait(lock, [&] { return stop_ || !submits_.empty() || abort_all_ || engine_->has_work(); });
+      if (stop_) break;
+      taken.assign(submits_.begin(), submits_.end());
+      submits_.clear();
+      abort_all = abort_all_;
+      abort_all_ = false;
+    }
+    if (!taken.empty()) admit(taken);
+    if (abort_all)
+      for (const auto& [id, s] : streams_) engine_->abort(id);
     if (!engine_->has_work()) {
-      work_cv_.wait_for(lock, std::chrono::milliseconds(50));
+      publish_stats();
       continue;
     }
     auto events = engine_->step();
-    if (!events.ok()) LOG_ERROR("engine step failed: " << events.status().to_string());
-    struct Delivery {
-      std::shared_ptr<RequestStream> stream;
-      TokenEvent event;
-      bool last;  // the request's final event: close the stream after pushing it
-    };
-    std::vector<Delivery> deliveries;
-    if (events.ok()) {
-      for (TokenEvent& ev : *events) {
-        auto it = streams_.find(ev.request_id);
-        if (it == streams_.end()) continue;
-        std::shared_ptr<RequestStream> s = it->second;
-        const bool last = ev.finished && --s->open_choices_ == 0;
-        deliveries.push_back({s, std::move(ev), last});
-        if (last) streams_.erase(it);
-      }
+    publish_stats();  // before the final events, see stats()
+    if (!events.ok()) {
+      LOG_ERROR("engine step failed: " << events.status().to_string());
+      continue;
     }
-    lock.unlock();
-    for (Delivery& d : deliveries) {
-      d.stream->push(std::move(d.event));
-      if (d.last) d.stream->close();
-    }
+    deliver(&*events);
   }
+  // Stopped: nothing is left in a drained shutdown; otherwise end the readers' waits.
+  for (auto& [id, s] : streams_) s->close();
+  streams_.clear();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (PendingSubmit* p : submits_) {
+    p->status = FailedPrecondition("the server is shutting down");
+    p->done = true;
+  }
+  submits_.clear();
+  submit_cv_.notify_all();
 }
 
 }  // namespace lancet

@@ -2,16 +2,23 @@
 // per-request stream, so callers (the HTTP server, the interactive chat) submit from any
 // thread and read their tokens as they come. A reader that goes away calls cancel(), which
 // aborts the request and frees its blocks within one step.
+//
+// Only the loop thread touches the Engine (abort() aside, which is thread-safe by itself).
+// Other threads hand their work over through a queue that the loop drains between steps, so a
+// submit waits at most for the step in progress, however long the loop keeps stepping; the
+// loop pushes every event once, right after the step that made it, and the push wakes the
+// reader. Nothing polls.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
-#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "engine/engine.h"
 
@@ -22,24 +29,30 @@ class AsyncEngine;
 // Events of one request, in order; ends after the last sequence's finished event.
 class RequestStream {
  public:
+  using Clock = std::chrono::steady_clock;
+  enum class Wait { kEvent, kEnded, kTimedOut };
+
   int64_t id() const { return id_; }
   int32_t num_choices() const { return n_; }
   // Blocks until an event arrives (true) or the stream has ended and is drained (false).
   bool next(TokenEvent* ev);
-  // As next(), but gives up after `timeout_ms` (returns false, *timed_out = true).
-  bool next_for(TokenEvent* ev, int64_t timeout_ms, bool* timed_out);
+  // As next(), but gives up at `deadline` (kTimedOut). An event already queued is returned
+  // even when the deadline has passed.
+  Wait next_until(TokenEvent* ev, Clock::time_point deadline);
   // Aborts the request (idempotent; safe after it ended).
   void cancel();
   bool done() const;
 
  private:
   friend class AsyncEngine;
-  void push(TokenEvent ev);
+  // Queues one event; `last` (the request's final event) also ends the stream, under the
+  // same lock, so a reader never sees the end before every event.
+  void push(TokenEvent ev, bool last);
   void close();
 
   int64_t id_ = 0;
   int32_t n_ = 1;
-  int32_t open_choices_ = 1;
+  int32_t open_choices_ = 1;  // loop thread only
   AsyncEngine* owner_ = nullptr;
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -52,30 +65,51 @@ class AsyncEngine {
   explicit AsyncEngine(Engine* engine);
   ~AsyncEngine();  // stops the loop (aborting what is left)
 
-  // Validates and queues; errors are the engine's (bad input, too long).
+  // Validates and queues; errors are the engine's (bad input, too long) or FailedPrecondition
+  // once shutting down. Waits for the loop to take the request (at most the step in progress).
   StatusOr<std::shared_ptr<RequestStream>> submit(const GenerationRequest& req);
   void abort(int64_t request_id);
-  // Stops accepting work; with drain, waits until every request in flight has finished.
+  // Stops accepting work; with drain, waits until every request in flight has finished,
+  // without, aborts them and waits for their final events. Then stops the loop.
   void shutdown(bool drain);
-  bool accepting() const { return accepting_.load(); }
+  bool accepting() const;
+  // The engine's statistics as of the end of the last step (or the last submit). A stream's
+  // final event is pushed after these are published, so a reader that saw its stream end
+  // reads statistics that include its request's freed blocks.
   EngineStats stats() const;
   int64_t num_active_requests() const;
 
  private:
+  // A submit waiting for the loop: the loop fills status/stream and sets done.
+  struct PendingSubmit {
+    const GenerationRequest* request = nullptr;
+    Status status;
+    std::shared_ptr<RequestStream> stream;
+    bool done = false;
+  };
   void loop();
-  // engine_mu_ for every thread but the loop's. std::mutex is not fair and the loop takes the
-  // lock again right after each step, so callers announce themselves in waiters_ and the loop
-  // lets them in first; otherwise a submit can wait out a whole long prefill.
-  std::unique_lock<std::mutex> lock_engine() const;
+  // Loop thread: registers the taken submits with the engine and wakes their callers.
+  void admit(const std::vector<PendingSubmit*>& taken);
+  // Loop thread: pushes one step's events to their streams (closing finished ones).
+  void deliver(std::vector<TokenEvent>* events);
+  void publish_stats();
 
   Engine* engine_;
-  mutable std::mutex engine_mu_;  // guards engine_ and streams_
-  mutable std::atomic<int> waiters_{0};  // callers waiting for engine_mu_
-  std::condition_variable work_cv_;
-  std::map<int64_t, std::shared_ptr<RequestStream>> streams_;
-  std::atomic<bool> accepting_{true};
-  std::atomic<bool> stop_{false};
+  std::map<int64_t, std::shared_ptr<RequestStream>> streams_;  // loop thread only
+
+  mutable std::mutex mu_;  // guards everything below
+  std::condition_variable work_cv_;    // the loop waits here for work
+  std::condition_variable submit_cv_;  // submitters wait here for the loop to take them
+  std::condition_variable idle_cv_;    // shutdown waits here for active_ == 0
+  std::deque<PendingSubmit*> submits_;
+  int64_t active_ = 0;  // requests submitted (queued or running) whose stream is still open
+  bool accepting_ = true;
+  bool abort_all_ = false;
+  bool stop_ = false;
+  EngineStats stats_;
+
   std::thread thread_;
+  std::once_flag joined_;
 };
 
 }  // namespace lancet

@@ -3,16 +3,16 @@
 #include "server/completion_session.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <ctime>
-#include <thread>
 
 #include "server/sse.h"
 
 namespace lancet::server {
 namespace {
 
-constexpr int64_t kPollMs = 100;
-constexpr double kKeepaliveS = 2.0;  // silence before a ": keep-alive" comment (detects gone clients)
+// Silence before a ": keep-alive" comment (lets proxies and clients see the stream is alive).
+constexpr std::chrono::milliseconds kKeepalive{2000};
 
 double seconds(CompletionSession::Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -36,6 +36,10 @@ ApiError from_status(const Status& st, const std::string& param) {
 
 CompletionSession::CompletionSession(ServingModel* model, Metrics* metrics, ApiRequest request, double timeout_s)
     : model_(model), metrics_(metrics), req_(std::move(request)), timeout_s_(timeout_s), start_(Clock::now()) {
+  deadline_ = timeout_s_ > 0 ? start_ + std::chrono::duration_cast<Clock::duration>(
+                                            std::chrono::duration<double>(timeout_s_))
+                             : Clock::time_point::max();
+  next_client_check_ = start_;
   meta_.id = new_response_id(chat() ? "chatcmpl-" : "cmpl-");
   meta_.created = static_cast<int64_t>(std::time(nullptr));
   meta_.model = model_->name();
@@ -162,49 +166,43 @@ void CompletionSession::apply(size_t prompt, const TokenEvent& ev, ChunkFields* 
   }
 }
 
-bool CompletionSession::next_event(size_t p, TokenEvent* ev, bool* timed_out, const Writer* keepalive,
-                                   bool* write_failed) {
-  *timed_out = false;
-  Clock::time_point last_write = Clock::now();
+CompletionSession::Next CompletionSession::next_event(size_t p, TokenEvent* ev, const Writer* keepalive) {
+  Clock::time_point last_event = Clock::now();
   for (;;) {
-    bool poll_expired = false;
-    if (streams_[p]->next_for(ev, kPollMs, &poll_expired)) return true;
-    if (!poll_expired) {
-      // The stream ended. A choice's final event can still be on its way when the stream
-      // closes (AsyncEngine closes on the batch's last finish before pushing the rest of the
-      // batch), so give unfinished choices a moment before giving up on them.
-      for (int i = 0; i < 200 && !prompt_finished(p); ++i) {
-        if (streams_[p]->next_for(ev, 0, &poll_expired)) return true;
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-      return false;
-    }
+    // Checked before every event too: tokens arriving back to back never delay the deadline
+    // or the client check.
     const Clock::time_point now = Clock::now();
-    if (timeout_s_ > 0 && seconds(now - start_) > timeout_s_) {
-      *timed_out = true;
-      return false;
+    if (now >= deadline_) return Next::kTimedOut;
+    if (client_gone_ && now >= next_client_check_) {
+      if (client_gone_()) return Next::kClientGone;
+      next_client_check_ = now + std::chrono::milliseconds(kClientCheckMs);
     }
-    if (keepalive && seconds(now - last_write) > kKeepaliveS) {
-      if (!(*keepalive)(sse_comment("keep-alive"))) {
-        *write_failed = true;
-        return false;
-      }
-      last_write = now;
+    if (keepalive && now - last_event >= kKeepalive) {
+      if (!(*keepalive)(sse_comment("keep-alive"))) return Next::kClientGone;
+      last_event = now;
+    }
+    Clock::time_point wake = deadline_;
+    if (client_gone_) wake = std::min(wake, next_client_check_);
+    if (keepalive) wake = std::min(wake, last_event + kKeepalive);
+    switch (streams_[p]->next_until(ev, wake)) {
+      case RequestStream::Wait::kEvent:
+        return Next::kEvent;
+      case RequestStream::Wait::kEnded:
+        return Next::kEnded;
+      case RequestStream::Wait::kTimedOut:
+        break;
     }
   }
+}
+
+void CompletionSession::cancel_all() {
+  for (auto& s : streams_) s->cancel();
 }
 
 std::string CompletionSession::token_string(int32_t id) const {
   // Without a tokenizer (token-id models) or when asked, tokens are named by id, as vLLM does.
   if (req_.tokens_as_ids || !model_->has_tokenizer()) return "token_id:" + std::to_string(id);
   return model_->token_text(id);
-}
-
-bool CompletionSession::prompt_finished(size_t p) const {
-  const size_t n = static_cast<size_t>(req_.params.n);
-  for (size_t i = p * n; i < (p + 1) * n; ++i)
-    if (!choices_[i].finished) return false;
-  return true;
 }
 
 Usage CompletionSession::usage() const {
@@ -220,27 +218,38 @@ Usage CompletionSession::usage() const {
 }
 
 ApiError CompletionSession::timeout_error() const {
-  return ApiError{408, "the request did not finish within the server's timeout", "timeout_error", "", "timeout"};
+  char secs[32];
+  std::snprintf(secs, sizeof(secs), "%g", timeout_s_);
+  return ApiError{408,
+                  std::string("the request did not finish within the server's timeout (--timeout ") + secs +
+                      " s); it was aborted",
+                  "timeout_error", "", "timeout"};
 }
 
 std::optional<ApiError> CompletionSession::collect(Json* response) {
   for (size_t p = 0; p < streams_.size(); ++p) {
     TokenEvent ev;
-    bool timed_out = false, write_failed = false;
-    while (next_event(p, &ev, &timed_out, nullptr, &write_failed)) {
+    Next next;
+    while ((next = next_event(p, &ev, nullptr)) == Next::kEvent) {
       ChunkFields unused;
       apply(p, ev, &unused);
     }
-    if (timed_out) {
+    if (next == Next::kTimedOut) {
       timed_out_ = true;
+      cancel_all();
       return timeout_error();
+    }
+    if (next == Next::kClientGone) {
+      cancel_all();
+      return ApiError{499, "the client closed the connection", "client_closed_request", "", ""};
     }
   }
   if (model_error_) return server_error(500, "the model failed while generating this request", "internal_error");
   std::vector<ChoiceResult> results;
   for (size_t i = 0; i < choices_.size(); ++i) {
     const Choice& c = choices_[i];
-    results.push_back({static_cast<int32_t>(i), c.text, c.logprobs, c.finish_reason});
+    // A stream ends without a choice's final event only when the engine stopped under it.
+    results.push_back({static_cast<int32_t>(i), c.text, c.logprobs, c.finished ? c.finish_reason : "abort"});
   }
   *response = chat() ? chat_response_json(meta_, results, req_.want_logprobs, usage())
                      : completion_response_json(meta_, results, req_.want_logprobs, usage());
@@ -272,8 +281,8 @@ bool CompletionSession::stream(const Writer& write) {
   }
   for (size_t p = 0; p < streams_.size(); ++p) {
     TokenEvent ev;
-    bool timed_out = false, write_failed = false;
-    while (next_event(p, &ev, &timed_out, &write, &write_failed)) {
+    Next next;
+    while ((next = next_event(p, &ev, &write)) == Next::kEvent) {
       ChunkFields d;
       apply(p, ev, &d);
       // Held-back partial characters send nothing; a token-id model (no tokenizer, so no text)
@@ -282,10 +291,11 @@ bool CompletionSession::stream(const Writer& write) {
       if (d.content.empty() && d.finish_reason.empty() && d.logprobs.is_null() && !untexted_token) continue;
       if (!write(chunk(d))) return false;
     }
-    if (write_failed) return false;
-    if (timed_out) {
+    if (next == Next::kClientGone) return false;
+    if (next == Next::kTimedOut) {
+      // Headers went out with 200: the stream ends with the error event and [DONE].
       timed_out_ = true;
-      for (auto& s : streams_) s->cancel();
+      cancel_all();
       return write(sse_error(timeout_error())) && write(sse_done());
     }
   }

@@ -1,9 +1,10 @@
 // One completion request in flight, between the HTTP handler and the AsyncEngine: encodes the
 // prompts (chat template or text or token ids), enforces the context length, submits one
 // engine request per prompt, and turns TokenEvents into the OpenAI response (collect()) or
-// into SSE chunks (stream()). The destructor cancels whatever is still running (a client
-// that went away frees its KV blocks within one engine step) and reports the request's
-// latencies to Metrics.
+// into SSE chunks (stream()). Waiting for events ends at the request's deadline (--timeout,
+// counted from its arrival, however fast tokens flow) or when the client is gone; either
+// aborts the request. The destructor cancels whatever is still running (its KV blocks are
+// freed within one engine step) and reports the request's latencies to Metrics.
 #pragma once
 
 #include <chrono>
@@ -25,15 +26,22 @@ class CompletionSession {
   // Writes one SSE frame; false when the client is gone.
   using Writer = std::function<bool(const std::string&)>;
 
+  // True once the client has closed its connection (checked every kClientCheckMs while waiting).
+  using ClientGone = std::function<bool()>;
+  static constexpr int64_t kClientCheckMs = 100;
+
   CompletionSession(ServingModel* model, Metrics* metrics, ApiRequest request, double timeout_s);
   ~CompletionSession();
   CompletionSession(const CompletionSession&) = delete;
   CompletionSession& operator=(const CompletionSession&) = delete;
 
+  // Without one, a gone client is noticed only when a stream write fails.
+  void set_client_gone(ClientGone check) { client_gone_ = std::move(check); }
   // Encodes, checks and submits. Errors: 400 bad prompt / too long, 503 shutting down, 429
   // engine full.
   std::optional<ApiError> submit();
-  // Non-streaming: waits for every choice and returns the response body (or an error).
+  // Non-streaming: waits for every choice and returns the response body, or an error: 408
+  // past the deadline, 499 when the client went away (nobody reads it; it is counted).
   std::optional<ApiError> collect(Json* response);
   // Streaming: writes every chunk, the usage chunk when asked, and [DONE]. Returns false when
   // the client went away (the destructor then cancels).
@@ -54,9 +62,11 @@ class CompletionSession {
   std::optional<ApiError> encode_prompts(std::vector<std::vector<int32_t>>* prompts);
   // Applies one event to its choice; fills the stream delta for it.
   void apply(size_t prompt, const TokenEvent& ev, ChunkFields* delta);
-  // Next event of prompt p; false at the stream's end or on timeout (*timed_out).
-  bool next_event(size_t p, TokenEvent* ev, bool* timed_out, const Writer* keepalive, bool* write_failed);
-  bool prompt_finished(size_t p) const;
+  enum class Next { kEvent, kEnded, kTimedOut, kClientGone };
+  // Next event of prompt p, woken by the event's push; in between it wakes only for the
+  // deadline, the client check and (streaming, `keepalive` set) keep-alive comments.
+  Next next_event(size_t p, TokenEvent* ev, const Writer* keepalive);
+  void cancel_all();
   std::string token_string(int32_t id) const;
   Usage usage() const;
   bool chat() const { return req_.kind == ApiKind::kChat; }
@@ -67,6 +77,9 @@ class CompletionSession {
   ApiRequest req_;
   double timeout_s_;
   Clock::time_point start_;
+  Clock::time_point deadline_;  // time_point::max() without a timeout
+  ClientGone client_gone_;
+  Clock::time_point next_client_check_;
   Clock::time_point first_token_{};
   bool have_first_token_ = false;
   ResponseMeta meta_;

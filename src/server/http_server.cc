@@ -3,6 +3,8 @@
 // openai_json; completions run in a CompletionSession.
 #include "server/http_server.h"
 
+#include <sys/socket.h>
+
 #include <atomic>
 #include <chrono>
 #include <ctime>
@@ -11,9 +13,11 @@
 #include "core/logging.h"
 #include "server/auth.h"
 #include "server/chat_page.h"
+#include "server/client_connection.h"
 #include "server/completion_session.h"
 #include "server/httplib_include.h"
 #include "server/openai_json.h"
+#include "server/process_sockets.h"
 
 namespace lancet::server {
 namespace {
@@ -26,6 +30,23 @@ void send_error(httplib::Response& res, const ApiError& err) {
 void send_json(httplib::Response& res, const Json& j) { res.set_content(dump_json(j), "application/json"); }
 
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+// cpp-httplib 0.11 listens with a backlog of 5: a burst of clients (64 streams connecting at
+// once) overflows the accept queue, and the kernel drops their SYNs or handshakes, which costs
+// each of them a retransmit (a second or more). Listening again on the bound socket raises the
+// backlog (Linux keeps the socket and its queue).
+void widen_listen_backlog(int port) {
+  const int fd = find_own_socket([&](int fd) {
+    int listening = 0;
+    socklen_t len = sizeof(listening);
+    std::string host;
+    int bound = -1;
+    return getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) == 0 && listening != 0 &&
+           socket_address(fd, /*peer=*/false, &host, &bound) && bound == port;
+  });
+  if (fd < 0 || ::listen(fd, SOMAXCONN) != 0)
+    LOG_WARN("cannot raise the listen backlog of port " << port << "; bursts of connections may wait for retransmits");
+}
 
 }  // namespace
 
@@ -86,6 +107,11 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
   auto slot = std::make_shared<Slot>(&in_flight);
   const bool stream = api.stream;
   auto session = std::make_unique<CompletionSession>(m, &metrics, std::move(api), config.request_timeout_s);
+  // The socket stays this request's until the response is written (streamed or not), so the
+  // session may check it whenever it waits.
+  const ClientConnection conn =
+      ClientConnection::find(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+  if (conn.found()) session->set_client_gone([conn] { return conn.closed(); });
   if (auto e = session->submit()) return send_error(res, *e);
   if (!stream) {
     Json out;
@@ -242,6 +268,7 @@ Status HttpServer::bind() {
                      " (in use, or not an address of this machine)");
     impl_->bound_port = impl_->config.port;
   }
+  widen_listen_backlog(impl_->bound_port);
   return OkStatus();
 }
 

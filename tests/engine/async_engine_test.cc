@@ -1,10 +1,13 @@
 // AsyncEngine: many concurrent submitters and readers, cancellations from reader threads,
-// and drain/abort shutdown; every block comes back.
+// drain/abort shutdown (every block comes back), submits not starved by a long prefill, and
+// every event delivered once, no later than one step after the step that made it.
 #include "engine/async_engine.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <tuple>
 #include <random>
 #include <thread>
 
@@ -184,9 +187,9 @@ class SlowStepModel : public ModelExecutor {
 TEST(AsyncEngine, SubmitIsNotStarvedByALongPrefill) {
   // 1600 prompt tokens in chunks of 8: about 200 back-to-back steps. Requests submitted while
   // they run must get in (and finish, with budget left beside the chunk) long before the long
-  // prompt's first token. The loop takes its lock again right after each step; before callers
-  // were let in ahead of it, submits could wait for the lock until the prefill ended (seen on a
-  // 16-core host under a 128K-token prompt).
+  // prompt's first token. Submits are queued and the loop takes them between steps; when
+  // callers instead took an engine lock that the loop retook right after each step, submits
+  // could wait until the prefill ended (seen on a 16-core host under a 128K-token prompt).
   SlowStepModel model;
   EngineConfig cfg;
   cfg.scheduler = {.max_num_batched_tokens = 16, .max_num_seqs = 32, .max_model_len = 2048,
@@ -225,12 +228,151 @@ TEST(AsyncEngine, SubmitIsNotStarvedByALongPrefill) {
   EXPECT_EQ(finished.load(), 16);
   EXPECT_EQ(bad.load(), 0);
   TokenEvent ev;
-  bool timed_out = false;
-  EXPECT_FALSE((*long_stream)->next_for(&ev, 0, &timed_out)) << "the long prompt finished first";
-  EXPECT_TRUE(timed_out);
+  EXPECT_EQ((*long_stream)->next_until(&ev, RequestStream::Clock::now()), RequestStream::Wait::kTimedOut)
+      << "the long prompt finished first";
   while ((*long_stream)->next(&ev)) {
   }
   async.shutdown(/*drain=*/true);
+}
+
+}  // namespace
+}  // namespace lancet
+
+namespace lancet {
+namespace {
+
+// Counts its passes and keeps at most one pass ahead of the test's reader: pass p starts only
+// once the reader has received what pass p - 2 made (or after 2 s, counted in `stalls`). An
+// event delivered more than a step late therefore stalls the model and shows up as a lag;
+// delivered on time, nothing here ever waits.
+class LockstepModel : public ModelExecutor {
+ public:
+  int64_t vocab_size() const override { return 100; }
+  int32_t block_size() const override { return 4; }
+  int64_t num_blocks() const override { return 400; }
+  Status execute(std::span<const SeqStepInput> batch, std::vector<float>* logits) override {
+    const int64_t pass = passes_.load() + 1;  // passes run one at a time, on the loop thread
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!cv_.wait_for(lock, std::chrono::seconds(2), [&] { return received_ >= pass - 2; })) ++stalls;
+    }
+    passes_.store(pass);  // counted once past the gate: passes() is the pass that runs now
+    logits->clear();
+    for (const auto& in : batch) {
+      if (!in.need_logits) continue;
+      std::vector<float> row(100, 0.0f);
+      row[(in.tokens.back() + 1) % 100] = 10.0f;
+      logits->insert(logits->end(), row.begin(), row.end());
+    }
+    return OkStatus();
+  }
+  int64_t passes() const { return passes_.load(); }
+  // The reader holds every event of passes <= pass.
+  void received(int64_t pass) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      received_ = std::max(received_, pass);
+    }
+    cv_.notify_all();
+  }
+  std::atomic<int> stalls{0};
+
+ private:
+  std::atomic<int64_t> passes_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int64_t received_ = 0;
+};
+
+struct Receipt {
+  int32_t token;
+  bool finished;
+  FinishReason reason;
+  int64_t pass_at_receipt;
+};
+
+// Reads a lone request's stream; its prompt fits one step, so its output token i is made by
+// pass base + i (base: the passes before its first).
+std::vector<Receipt> read_in_lockstep(RequestStream& s, LockstepModel& model, int64_t base) {
+  std::vector<Receipt> got;
+  TokenEvent ev;
+  int64_t made_by = base;
+  while (s.next(&ev)) {
+    got.push_back({ev.token, ev.finished, ev.finish_reason, model.passes()});
+    if (ev.token >= 0) model.received(++made_by);
+  }
+  return got;
+}
+
+TEST(AsyncEngine, EveryEventArrivesOnceWithinOneStepOfItsToken) {
+  LockstepModel model;
+  EngineConfig cfg;
+  cfg.scheduler = {.max_num_batched_tokens = 64, .max_num_seqs = 4, .max_model_len = 256};
+  cfg.eos_token_ids = {40};
+  Engine engine(cfg, &model);
+  AsyncEngine async(&engine);
+  // Ends by length after 12 tokens (4..15), then by the end token 40 after 7 (34..40).
+  for (const auto& [first, max_tokens, expect_reason, expect_tokens] :
+       {std::tuple<int32_t, int32_t, FinishReason, int>{3, 12, FinishReason::kLength, 12},
+        {33, 30, FinishReason::kStop, 7}}) {
+    GenerationRequest q;
+    q.prompt = {first - 2, first - 1, first};
+    q.params.temperature = 0;
+    q.params.max_tokens = max_tokens;
+    const int64_t base = model.passes();  // nothing runs between requests
+    auto s = async.submit(q);
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    const std::vector<Receipt> got = read_in_lockstep(**s, model, base);
+    ASSERT_EQ(static_cast<int>(got.size()), expect_tokens);
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].token, (first + 1 + static_cast<int32_t>(i)) % 100) << i;  // each token once, in order
+      EXPECT_EQ(got[i].finished, i + 1 == got.size()) << i;
+      // Made by pass base + i + 1; received before pass base + i + 3 began.
+      EXPECT_LE(got[i].pass_at_receipt - (base + static_cast<int64_t>(i) + 1), 1) << "token " << i << " was late";
+    }
+    EXPECT_EQ(got.back().reason, expect_reason);
+    EXPECT_TRUE((*s)->done());
+    // Statistics are published before the final event: the blocks are already back.
+    EXPECT_EQ(async.stats().num_free_blocks, 400);
+    EXPECT_EQ(async.num_active_requests(), 0);
+  }
+  EXPECT_EQ(model.stalls.load(), 0);
+}
+
+TEST(AsyncEngine, CancelEndsTheStreamWithinOneStep) {
+  LockstepModel model;
+  EngineConfig cfg;
+  cfg.scheduler = {.max_num_batched_tokens = 64, .max_num_seqs = 4, .max_model_len = 256};
+  Engine engine(cfg, &model);
+  AsyncEngine async(&engine);
+  GenerationRequest q;
+  q.prompt = {1, 2, 3};
+  q.params.temperature = 0;
+  q.params.max_tokens = 60;
+  auto s = async.submit(q);
+  ASSERT_TRUE(s.ok());
+  TokenEvent ev;
+  int tokens = 0, after_cancel = 0, finals = 0;
+  FinishReason reason = FinishReason::kNone;
+  while ((*s)->next(&ev)) {
+    if (ev.token >= 0) {
+      if (++tokens > 5) ++after_cancel;
+      if (tokens == 5) (*s)->cancel();  // before the reader lets pass 7 start
+      model.received(tokens);
+    }
+    if (ev.finished) {
+      ++finals;
+      reason = ev.finish_reason;
+    }
+  }
+  EXPECT_EQ(finals, 1);
+  EXPECT_EQ(reason, FinishReason::kAbort);
+  // Pass 6 may have been under way, and pass 7 could start once token 5 was received (after the
+  // cancel); the step after it applies the abort.
+  EXPECT_LE(after_cancel, 2);
+  EXPECT_EQ(async.stats().num_free_blocks, 400);
+  EXPECT_EQ(async.stats().num_running, 0);
+  EXPECT_EQ(model.stalls.load(), 0);
 }
 
 }  // namespace

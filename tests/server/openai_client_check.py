@@ -6,7 +6,8 @@ on the first failure. Used by tests/server/server_e2e_test.cc.
       --model-path MODEL.gguf --lancet build/lancet [--pid PID]
 
 Scenarios: api (chat/completions, stream and not, n, logprobs, stop, seed, usage, greedy ==
-`lancet generate`), load (64 concurrent streaming clients with random cancellations), errors
+`lancet generate`), load (64 concurrent streaming clients with random cancellations), stream64
+(64 concurrent greedy streams, each chunk exactly once against the non-streamed runs), errors
 (every bad input gets its status and envelope while a good request streams), lifecycle
 (429 at the concurrency limit, SIGTERM drains a streaming request).
 """
@@ -313,6 +314,66 @@ def scenario_load():
 
 
 # ---------------------------------------------------------------------------------------------
+def scenario_stream64():
+    """64 greedy streams at once: every chunk arrives exactly once. Each stream's text equals
+    the same request's non-streamed text, and so do its tokens (logprobs put one token in each
+    chunk: a lost or repeated chunk changes the list), whose count equals usage."""
+    c = client()
+    model = model_id(c)
+    prompts = ["List item %d of %d:" % (i, 64 + i % 5) for i in range(64)]
+    results, failures = {}, []
+    lock = threading.Lock()
+
+    def run(i, stream):
+        try:
+            args = dict(model=model, prompt=prompts[i], max_tokens=8, temperature=0, logprobs=0)
+            if stream:
+                text, tokens, finals, usage = "", [], [], None
+                for ch in c.completions.create(stream=True, stream_options={"include_usage": True}, **args):
+                    if ch.usage is not None:
+                        usage = ch.usage.completion_tokens
+                    for choice in ch.choices:
+                        text += choice.text
+                        if choice.logprobs is not None:
+                            tokens += choice.logprobs.tokens
+                        if choice.finish_reason:
+                            finals.append(choice.finish_reason)
+                out = (text, tokens, finals, usage)
+            else:
+                r = c.completions.create(**args)
+                out = (r.choices[0].text, r.choices[0].logprobs.tokens, [r.choices[0].finish_reason],
+                       r.usage.completion_tokens)
+            with lock:
+                results[(i, stream)] = out
+        except Exception as e:
+            with lock:
+                failures.append("prompt %d (stream=%s): %r" % (i, stream, e))
+
+    for stream in (True, False):
+        t0 = time.time()
+        threads = [threading.Thread(target=run, args=(i, stream)) for i in range(64)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        print("stream64: 64 %s requests in %.1fs" % ("streaming" if stream else "plain", time.time() - t0))
+    check(not failures, "all 128 requests answered: %s" % failures[:3])
+    for i in range(64):
+        text, tokens, finals, usage = results[(i, True)]
+        p_text, p_tokens, p_finals, p_usage = results[(i, False)]
+        ok = (text == p_text and tokens == p_tokens and len(tokens) == usage == p_usage and
+              len(finals) == 1 and finals == p_finals)
+        if not ok:
+            check(False, "prompt %d: streamed %r %r %s usage %s; plain %r %r %s usage %s" %
+                  (i, text, tokens, finals, usage, p_text, p_tokens, p_finals, p_usage))
+    check(True, "64 streams: text and tokens equal the plain runs, one final chunk each, counts equal usage")
+    deadline = time.time() + 10
+    while time.time() < deadline and metric("vllm:num_requests_running"):
+        time.sleep(0.1)
+    check(metric("vllm:kv_cache_usage_perc") == 0, "KV usage back to 0")
+
+
+# ---------------------------------------------------------------------------------------------
 def scenario_errors():
     c = client()
     model = model_id(c)
@@ -446,7 +507,7 @@ def scenario_lifecycle():
 def main():
     global ARGS
     p = argparse.ArgumentParser()
-    p.add_argument("scenario", choices=["api", "load", "errors", "lifecycle"])
+    p.add_argument("scenario", choices=["api", "load", "stream64", "errors", "lifecycle"])
     p.add_argument("--base-url", required=True)
     p.add_argument("--api-key", default="")
     p.add_argument("--model-path", default="")

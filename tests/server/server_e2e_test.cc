@@ -5,7 +5,9 @@
 // exits 0, and flags/config files are checked at start.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
+#include <thread>
 #include <tuple>
 
 #include <nlohmann/json.hpp>
@@ -75,6 +77,61 @@ TEST_F(ServerE2E, LoadWithCancellationsLeavesNothingRunning) {
   std::string out;
   EXPECT_EQ(run_scenario("load", *server_, &out), 0) << out << "\nserver log:\n" << server_->log();
   EXPECT_NE(out.find("PASS load"), std::string::npos) << out;
+}
+
+// 64 concurrent greedy streams: each chunk exactly once (text and tokens equal the plain runs).
+TEST_F(ServerE2E, SixtyFourStreamsDeliverEveryChunkOnce) {
+  std::string out;
+  EXPECT_EQ(run_scenario("stream64", *server_, &out), 0) << out << "\nserver log:\n" << server_->log();
+  EXPECT_NE(out.find("PASS stream64"), std::string::npos) << out;
+}
+
+// The value of one sample in /metrics: the first line of metric `name` whose labels hold
+// `label` (-1 when there is none).
+double metric(const ServerProcess& server, const std::string& name, const std::string& label = "") {
+  const std::string prefix = name + "{";
+  httplib::Client cli("127.0.0.1", server.port());
+  auto r = cli.Get("/metrics");
+  if (!r) return -1;
+  for (size_t pos = 0; pos < r->body.size();) {
+    size_t end = r->body.find('\n', pos);
+    if (end == std::string::npos) end = r->body.size();
+    const std::string line = r->body.substr(pos, end - pos);
+    if (line.rfind(prefix, 0) == 0 && line.find(label) != std::string::npos) return std::stod(line.substr(line.rfind(' ') + 1));
+    pos = end + 1;
+  }
+  return -1;
+}
+
+// Waits (up to 30 s) until no request runs; the final values of the metrics are read after.
+bool wait_no_request_running(const ServerProcess& server) {
+  for (int i = 0; i < 300; ++i) {
+    if (metric(server, "vllm:num_requests_running") == 0 && metric(server, "lancet:http_requests_in_flight") == 0)
+      return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+const std::string kLongBody =
+    R"({"prompt": "Once upon a time", "max_tokens": 480, "ignore_eos": true, "temperature": 0})";
+
+// A non-streaming client that gives up: its request is aborted, not run to max_tokens.
+TEST_F(ServerE2E, ClientThatDisconnectsAbortsNonStreamingRequest) {
+  const double aborts = metric(*server_, "vllm:request_success_total", "finished_reason=\"abort\"");
+  const double lengths = metric(*server_, "vllm:request_success_total", "finished_reason=\"length\"");
+  {
+    httplib::Client cli("127.0.0.1", server_->port());
+    cli.set_read_timeout(1);  // gives up long before 480 tokens; the connection closes with `cli`
+    httplib::Headers auth = {{"Authorization", std::string("Bearer ") + kKey}};
+    auto r = cli.Post("/v1/completions", auth, kLongBody, "application/json");
+    EXPECT_FALSE(r) << "answered within 1 s: " << r->status;
+  }
+  ASSERT_TRUE(wait_no_request_running(*server_)) << server_->log();
+  EXPECT_EQ(metric(*server_, "vllm:kv_cache_usage_perc"), 0);
+  EXPECT_EQ(metric(*server_, "vllm:request_success_total", "finished_reason=\"abort\""), aborts + 1)
+      << server_->log();
+  EXPECT_EQ(metric(*server_, "vllm:request_success_total", "finished_reason=\"length\""), lengths);
 }
 
 // The built-in chat page in headless Chromium: it sends a question, the DOM shows the answer
@@ -148,6 +205,36 @@ TEST(ServerLifecycle, SigtermDrainsStreamingRequestAndExitsZero) {
   EXPECT_EQ(run_scenario("lifecycle", server, &out), 0) << out << "\nserver log:\n" << server.log();
   EXPECT_EQ(server.wait_exit(60), 0) << server.log();
   EXPECT_NE(server.log().find("SIGTERM received"), std::string::npos) << server.log();
+}
+
+// --timeout 1 holds while tokens flow: a 480-token request gets the 408 envelope about a
+// second in (not the 200 at the end of its generation), and is aborted.
+TEST(ServerLifecycle, TimeoutAnswers408WhileTokensFlow) {
+  if (default_model().empty()) FAIL() << "default model missing";
+  ServerProcess server;
+  std::string err;
+  auto flags = common_flags();
+  flags.insert(flags.end(), {"--timeout", "1"});
+  ASSERT_TRUE(server.start(flags, &err) && server.wait_healthy(60, &err)) << err;
+  httplib::Client cli("127.0.0.1", server.port());
+  cli.set_read_timeout(120);
+  httplib::Headers auth = {{"Authorization", std::string("Bearer ") + kKey}};
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = cli.Post("/v1/completions", auth, kLongBody, "application/json");
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 408) << r->body;
+  const auto j = nlohmann::json::parse(r->body);
+  EXPECT_EQ(j["error"]["type"], "timeout_error") << r->body;
+  EXPECT_LT(elapsed, 3.0) << "the deadline is one second";
+  ASSERT_TRUE(wait_no_request_running(server)) << server.log();
+  EXPECT_EQ(metric(server, "vllm:kv_cache_usage_perc"), 0);
+  EXPECT_EQ(metric(server, "lancet:http_errors_total", "status=\"408\""), 1);
+  // Fewer tokens than asked reached the session before the abort.
+  const double tokens = metric(server, "vllm:generation_tokens_total");
+  EXPECT_GT(tokens, 0);
+  EXPECT_LT(tokens, 480);
+  EXPECT_EQ(server.stop(), 0) << server.log();
 }
 
 TEST(ServerStartup, UnknownAndContradictoryFlagsFail) {
