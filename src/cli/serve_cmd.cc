@@ -2,7 +2,8 @@
 // (YAML or JSON) supplies the same keys, with the command line winning. The socket is bound
 // before the model loads, so /health answers 503 while loading. SIGINT/SIGTERM start a
 // graceful shutdown: /health and new requests get 503, requests in flight finish (up to
-// --drain-timeout seconds, then they are aborted), and the process exits 0.
+// --drain-timeout seconds, then they are aborted), and the process exits 0. A second signal
+// during the drain exits at once with 128 + the signal number.
 #include <pthread.h>
 #include <signal.h>
 
@@ -10,6 +11,7 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -18,6 +20,7 @@
 #include "cli/runtime_flags.h"
 #include "engine/runtime.h"
 #include "server/config_file.h"
+#include "server/http_guards.h"
 #include "server/http_server.h"
 
 namespace lancet::cli {
@@ -83,6 +86,18 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--max-header-bytes", sc.max_header_bytes, "largest request header section (431 beyond)")
       ->capture_default_str();
   app.add_option("--http-threads", sc.http_threads, "HTTP worker threads (default: concurrency limit + 16)");
+  app.add_option("--listen-backlog", sc.listen_backlog,
+                 "connections the kernel queues before they are accepted (capped by net.core.somaxconn)")
+      ->capture_default_str();
+  app.add_option("--keep-alive-max-requests", sc.keep_alive_max, "requests one connection may send before it is closed")
+      ->capture_default_str();
+  std::string allowed_origins, allowed_hosts;
+  app.add_option("--allowed-origins", allowed_origins,
+                 "browser origins allowed to call the API (CORS), comma-separated or a JSON list; * = any "
+                 "(default: same origin only)");
+  app.add_option("--allowed-hosts", allowed_hosts,
+                 "Host header names accepted without --api-key, comma-separated; * = any (default: addresses, "
+                 "localhost and the --host name)");
   bool no_chat_page = false;
   app.add_flag("--disable-chat-page", no_chat_page, "do not serve the chat page at /");
   app.set_config();  // disables CLI11's own --config handling; expand_config() does it
@@ -107,6 +122,15 @@ int cmd_serve(int argc, char** argv) {
     if (const char* env = std::getenv("LANCET_API_KEY")) sc.api_key = env;
   }
   sc.chat_page = !no_chat_page;
+  for (auto [flag, text, list] : {std::tuple{"--allowed-origins", &allowed_origins, &sc.allowed_origins},
+                                  std::tuple{"--allowed-hosts", &allowed_hosts, &sc.allowed_hosts}}) {
+    auto parsed = server::parse_list_flag(flag, *text);
+    if (!parsed.ok()) {
+      std::fprintf(stderr, "lancet serve: %s\n", parsed.status().message().c_str());
+      return 2;
+    }
+    *list = std::move(*parsed);
+  }
   sc.limits.max_logprobs = rc.max_logprobs;
   for (const Status& st : {rc.validate(), sc.validate()}) {
     if (!st.ok()) {
@@ -129,6 +153,11 @@ int cmd_serve(int argc, char** argv) {
     std::fprintf(stderr, "lancet serve: %s\n", st.message().c_str());
     return 1;
   }
+  if (sc.api_key.empty() && !server::is_loopback_host(sc.host))
+    std::fprintf(stderr,
+                 "lancet serve: warning: no --api-key and listening on %s, which is not a loopback address: "
+                 "anyone who can reach it can use this server\n",
+                 sc.host.c_str());
   std::thread http_thread([&] { http.run(); });
   std::fprintf(stderr, "lancet serve: listening on http://%s:%d, loading %s\n", sc.host.c_str(), http.port(),
                rc.model.c_str());
@@ -148,6 +177,14 @@ int cmd_serve(int argc, char** argv) {
   sigwait(&stop_signals, &sig);
   std::fprintf(stderr, "lancet serve: %s received, draining %lld request(s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
                static_cast<long long>(http.in_flight()));
+  // A second signal (Ctrl-C again) means "do not wait": exit now, without the drain.
+  std::thread([stop_signals] {
+    int again = 0;
+    sigwait(&stop_signals, &again);
+    std::fprintf(stderr, "lancet serve: second %s, exiting without waiting for the drain\n",
+                 again == SIGINT ? "SIGINT" : "SIGTERM");
+    std::_Exit(128 + again);
+  }).detach();
   http.begin_drain();
   if (!http.wait_idle(sc.drain_timeout_s)) {
     std::fprintf(stderr, "lancet serve: drain timeout, aborting %lld request(s)\n",
