@@ -146,9 +146,26 @@ HttpListener::HttpListener() {
 }
 
 HttpListener::~HttpListener() {
-  // Bound but never run (e.g. the model failed to load): stop() only closes a running server.
+  // Bound but never served: stop() only closes a running server. Once served, httplib has
+  // closed the socket (stop(), or its accept loop on an error).
+  if (served_.load()) return;
   const socket_t s = svr_sock_.exchange(INVALID_SOCKET);
   if (s != INVALID_SOCKET) ::close(s);
+}
+
+bool HttpListener::serve() {
+  served_.store(true);
+  const bool ok = listen_after_bind();
+  svr_sock_.store(INVALID_SOCKET);  // closed by now, by stop() or by httplib's loop
+  return ok;
+}
+
+void HttpListener::close() {
+  if (is_running()) return stop();
+  // accept() on a socket shut down fails at once, which ends httplib's loop (it then closes
+  // the socket itself).
+  const socket_t s = svr_sock_.load();
+  if (s != INVALID_SOCKET) ::shutdown(s, SHUT_RDWR);
 }
 
 StatusOr<int> HttpListener::bind_socket(const ListenConfig& config) {

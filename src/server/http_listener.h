@@ -11,6 +11,7 @@
 // (used when the request body was not read, e.g. a rejected Content-Length).
 #pragma once
 
+#include <atomic>
 #include <string>
 
 #include "core/status.h"
@@ -32,9 +33,15 @@ class HttpListener : public httplib::Server {
 
   // Creates, binds and listens; returns the port (the chosen one for port 0).
   StatusOr<int> bind_socket(const ListenConfig& config);
+  // Accepts connections until close(); call once, after bind_socket.
+  bool serve();
+  // Ends serve(), also one that is only about to start (httplib's stop() does nothing until
+  // its loop runs, so a stop right after starting the thread would be lost).
+  void close();
 
  private:
   bool process_and_close_socket(socket_t sock) override;
+  std::atomic<bool> served_{false};
 };
 
 }  // namespace lancet::server

@@ -348,7 +348,7 @@ Status HttpServer::bind() {
 
 int HttpServer::port() const { return impl_->bound_port; }
 
-void HttpServer::run() { impl_->http.listen_after_bind(); }
+void HttpServer::run() { impl_->http.serve(); }
 
 void HttpServer::set_model(ServingModel* model) { impl_->model.store(model); }
 
@@ -363,9 +363,7 @@ bool HttpServer::wait_idle(double timeout_s) {
   return true;
 }
 
-void HttpServer::stop() {
-  if (impl_->http.is_running()) impl_->http.stop();
-}
+void HttpServer::stop() { impl_->http.close(); }
 
 int64_t HttpServer::in_flight() const { return impl_->in_flight.load(); }
 

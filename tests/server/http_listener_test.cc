@@ -66,6 +66,18 @@ TEST(HttpListener, BacklogHoldsABurstOfConnections) {
   EXPECT_EQ(connected, kConnections);
 }
 
+// A stop that comes before the accept loop runs (the model failed to load at once) must still
+// end run(); httplib's own stop() does nothing until then.
+TEST(HttpListener, StopRightAfterStartEndsRun) {
+  for (int i = 0; i < 20; ++i) {
+    server::HttpServer s(test_config());
+    ASSERT_TRUE(s.bind().ok());
+    std::thread t([&] { s.run(); });
+    s.stop();
+    t.join();
+  }
+}
+
 TEST(HttpListener, KeepAliveAllowsTheDocumentedNumberOfRequests) {
   InProcessServer server(test_config());
   httplib::Client cli("127.0.0.1", server.port());
