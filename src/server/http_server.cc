@@ -204,7 +204,12 @@ httplib::Server::HandlerResponse HttpServer::Impl::pre_route(const httplib::Requ
                                             "host_not_allowed"});
     return HR::Handled;
   }
-  if (!origin_allowed(req.get_header_value("Origin"), req.get_header_value("Host"), config)) {
+  // A page of another origin can send "simple" requests (text/plain POSTs) without a preflight;
+  // without an API key nothing else would stop them. With a key they cannot authenticate
+  // (the header needs a preflight), so only preflights are refused, and a proxy that rewrites
+  // Host does not break the chat page.
+  if (!origin_allowed(req.get_header_value("Origin"), req.get_header_value("Host"), config) &&
+      (config.api_key.empty() || req.method == "OPTIONS")) {
     send_error_and_close(req, res, ApiError{403, "requests from this origin are not allowed (see --allowed-origins)",
                                             "invalid_request_error", "", "origin_not_allowed"});
     return HR::Handled;
