@@ -100,10 +100,12 @@ struct HttpServer::Impl {
 
   explicit Impl(ServerConfig c) : config(std::move(c)) {}
   void install_routes();
+  void install_handlers();
   httplib::Server::HandlerResponse pre_route(const httplib::Request& req, httplib::Response& res);
+  using BodyHandler = std::function<void(const httplib::Request&, const std::string&, httplib::Response&)>;
   // Registers a POST route whose handler gets the body read by read_body().
-  void post_with_body(const char* path, std::function<void(const std::string&, httplib::Response&)> handler);
-  void handle_completion(const std::string& body, httplib::Response& res, ApiKind kind);
+  void post_with_body(const char* path, BodyHandler handler);
+  void handle_completion(const httplib::Request& req, const std::string& body, httplib::Response& res, ApiKind kind);
   void handle_tokenize(const std::string& body, httplib::Response& res);
   void handle_detokenize(const std::string& body, httplib::Response& res);
   ServingModel* ready_model(httplib::Response& res);
@@ -115,7 +117,8 @@ ServingModel* HttpServer::Impl::ready_model(httplib::Response& res) {
   return m;
 }
 
-void HttpServer::Impl::handle_completion(const std::string& body, httplib::Response& res, ApiKind kind) {
+void HttpServer::Impl::handle_completion(const httplib::Request& req, const std::string& body, httplib::Response& res,
+                                         ApiKind kind) {
   ServingModel* m = ready_model(res);
   if (!m) return;
   ApiRequest api;
@@ -237,8 +240,7 @@ httplib::Server::HandlerResponse HttpServer::Impl::pre_route(const httplib::Requ
   return HR::Unhandled;
 }
 
-void HttpServer::Impl::post_with_body(const char* path,
-                                      std::function<void(const std::string&, httplib::Response&)> handler) {
+void HttpServer::Impl::post_with_body(const char* path, BodyHandler handler) {
   http.Post(path, [this, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res,
                                                        const httplib::ContentReader& reader) {
     std::string body;
@@ -247,20 +249,13 @@ void HttpServer::Impl::post_with_body(const char* path,
       res.set_header("Connection", "close");
       return;
     }
-    handler(body, res);
+    handler(req, body, res);
   });
 }
 
-void HttpServer::Impl::install_routes() {
-  const int threads = config.http_threads > 0 ? config.http_threads : config.max_concurrent_requests + 16;
-  http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-  http.set_payload_max_length(config.max_body_bytes);
-  // Seconds a client may take to send a request once it started; a bad Content-Length is
-  // answered at once (pre_route), so only slow or stalled senders wait this long.
-  http.set_read_timeout(30);
-  http.set_write_timeout(10);
-  http.set_keep_alive_timeout(5);
-
+// The hooks around every route: checks before it, the envelope for httplib's own errors and
+// for exceptions, and the error counter.
+void HttpServer::Impl::install_handlers() {
   http.set_pre_routing_handler(
       [this](const httplib::Request& req, httplib::Response& res) { return pre_route(req, res); });
   // "Expect: 100-continue" is answered before routing: refuse a bad Content-Length there too,
@@ -298,6 +293,19 @@ void HttpServer::Impl::install_routes() {
     if (res.status >= 400) metrics.count_http_error(res.status);
     LOG_DEBUG(req.method << " " << req.path << " -> " << res.status);
   });
+}
+
+void HttpServer::Impl::install_routes() {
+  const int threads = config.http_threads > 0 ? config.http_threads : config.max_concurrent_requests + 16;
+  http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  http.set_payload_max_length(config.max_body_bytes);
+  // Seconds a client may take to send a request once it started; a bad Content-Length is
+  // answered at once (pre_route), so only slow or stalled senders wait this long.
+  http.set_read_timeout(30);
+  http.set_write_timeout(10);
+  http.set_keep_alive_timeout(5);
+
+  install_handlers();
 
   http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     if (!model.load() || draining.load()) {
@@ -319,14 +327,18 @@ void HttpServer::Impl::install_routes() {
     ServingModel* m = ready_model(res);
     if (m) send_json(res, models_json(m->name(), m->max_model_len(), created));
   });
-  post_with_body("/v1/chat/completions",
-                 [this](const std::string& body, httplib::Response& res) { handle_completion(body, res, ApiKind::kChat); });
-  post_with_body("/v1/completions", [this](const std::string& body, httplib::Response& res) {
-    handle_completion(body, res, ApiKind::kCompletion);
+  post_with_body("/v1/chat/completions", [this](const httplib::Request& req, const std::string& body,
+                                                httplib::Response& res) { handle_completion(req, body, res, ApiKind::kChat); });
+  post_with_body("/v1/completions",
+                 [this](const httplib::Request& req, const std::string& body, httplib::Response& res) {
+                   handle_completion(req, body, res, ApiKind::kCompletion);
+                 });
+  post_with_body("/tokenize", [this](const httplib::Request&, const std::string& body, httplib::Response& res) {
+    handle_tokenize(body, res);
   });
-  post_with_body("/tokenize", [this](const std::string& body, httplib::Response& res) { handle_tokenize(body, res); });
-  post_with_body("/detokenize",
-                 [this](const std::string& body, httplib::Response& res) { handle_detokenize(body, res); });
+  post_with_body("/detokenize", [this](const httplib::Request&, const std::string& body, httplib::Response& res) {
+    handle_detokenize(body, res);
+  });
   if (config.chat_page) {
     http.Get("/", [](const httplib::Request&, httplib::Response& res) {
       res.set_content(chat_page_html(), "text/html; charset=utf-8");
