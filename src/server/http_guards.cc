@@ -117,6 +117,9 @@ void add_cors_headers(const httplib::Request& req, const ServerConfig& config, h
   if (!origin_allowed(origin, req.get_header_value("Host"), config)) return;
   const bool any = std::find(config.allowed_origins.begin(), config.allowed_origins.end(), "*") !=
                    config.allowed_origins.end();
+  // httplib's set_header adds a line; a second call must not send the header twice.
+  res.headers.erase("Access-Control-Allow-Origin");
+  res.headers.erase("Vary");
   res.set_header("Access-Control-Allow-Origin", any ? "*" : origin);
   if (!any) res.set_header("Vary", "Origin");
 }

@@ -174,6 +174,7 @@ TEST(HttpGuards, CorsPreflightForAllowedOriginsOnly) {
   EXPECT_NE(r->get_header_value("Access-Control-Allow-Methods").find("POST"), std::string::npos);
   EXPECT_EQ(r->get_header_value("Access-Control-Allow-Headers"), "authorization, content-type, x-stainless-os");
   EXPECT_EQ(r->get_header_value("Vary"), "Origin");
+  EXPECT_EQ(r->get_header_value_count("Access-Control-Allow-Origin"), 1u);
   // The actual request carries the header too, errors included (so the page can read them).
   r = cli.Post("/v1/completions", {{"Origin", "http://app.example"}}, "{}", "application/json");
   ASSERT_TRUE(r);
@@ -221,6 +222,7 @@ TEST(HttpGuards, CorsDefaultsToSameOriginAndStarAllowsAny) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 204);
   EXPECT_EQ(r->get_header_value("Access-Control-Allow-Origin"), "*");
+  EXPECT_EQ(r->get_header_value_count("Access-Control-Allow-Origin"), 1u);
 }
 
 TEST(HttpGuards, ListFlagsAndOriginValidation) {
