@@ -2,7 +2,8 @@
 // (YAML or JSON) supplies the same keys, with the command line winning. The socket is bound
 // before the model loads, so /health answers 503 while loading. SIGINT/SIGTERM start a
 // graceful shutdown: /health and new requests get 503, requests in flight finish (up to
-// --drain-timeout seconds, then they are aborted), and the process exits 0.
+// --drain-timeout seconds, then they are aborted), and the process exits 0. A second signal
+// during the drain exits at once with 128 + the signal number.
 #include <pthread.h>
 #include <signal.h>
 
@@ -10,6 +11,7 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -18,6 +20,7 @@
 #include "cli/runtime_flags.h"
 #include "engine/runtime.h"
 #include "server/config_file.h"
+#include "server/http_guards.h"
 #include "server/http_server.h"
 
 namespace lancet::cli {
@@ -53,38 +56,57 @@ bool expand_config(int argc, char** argv, std::vector<std::string>* args) {
   return true;
 }
 
-}  // namespace
+// List-valued flags, kept as text until CLI11 is done (they take "a,b" or a JSON list).
+struct ListFlags {
+  std::string allowed_origins, allowed_hosts;
+};
 
-int cmd_serve(int argc, char** argv) {
+void add_server_flags(CLI::App& app, server::ServerConfig* sc, ListFlags* lists, bool* no_chat_page) {
+  app.add_option("--host", sc->host, "address to listen on")->capture_default_str();
+  app.add_option("--port", sc->port, "port to listen on (0 = any free port)")->capture_default_str();
+  app.add_option("--api-key", sc->api_key, "require 'Authorization: Bearer KEY' on /v1/* (also LANCET_API_KEY)");
+  app.add_option("--timeout", sc->request_timeout_s, "per-request timeout in seconds (0 = none)")
+      ->capture_default_str();
+  app.add_option("--drain-timeout", sc->drain_timeout_s, "seconds in-flight requests may take to finish on shutdown")
+      ->capture_default_str();
+  app.add_option("--max-concurrent-requests", sc->max_concurrent_requests,
+                 "completion requests in flight before new ones get 429")
+      ->capture_default_str();
+  app.add_option("--max-request-bytes", sc->max_body_bytes, "largest request body (413 beyond)")
+      ->capture_default_str();
+  app.add_option("--max-header-bytes", sc->max_header_bytes, "largest request header section (431 beyond)")
+      ->capture_default_str();
+  app.add_option("--http-threads", sc->http_threads, "HTTP worker threads (default: concurrency limit + 16)");
+  app.add_option("--listen-backlog", sc->listen_backlog,
+                 "connections the kernel queues before they are accepted (capped by net.core.somaxconn)")
+      ->capture_default_str();
+  app.add_option("--keep-alive-max-requests", sc->keep_alive_max,
+                 "requests one connection may send before it is closed")
+      ->capture_default_str();
+  app.add_option("--allowed-origins", lists->allowed_origins,
+                 "browser origins allowed to call the API (CORS), comma-separated or a JSON list; * = any "
+                 "(default: same origin only)");
+  app.add_option("--allowed-hosts", lists->allowed_hosts,
+                 "Host header names accepted without --api-key, comma-separated; * = any (default: addresses, "
+                 "localhost and the --host name)");
+  app.add_flag("--disable-chat-page", *no_chat_page, "do not serve the chat page at /");
+}
+
+// Fills rc and sc from the command line and --config; returns the exit status to stop with,
+// or -1 to go on serving.
+int parse_serve_flags(int argc, char** argv, RuntimeConfig* rc, server::ServerConfig* sc) {
   CLI::App app{"Serve a model over the OpenAI-compatible HTTP API", "lancet serve"};
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  RuntimeConfig rc;
-  server::ServerConfig sc;
-  sc.version = LANCET_VERSION;
-  add_runtime_flags(app, &rc);
+  add_runtime_flags(app, rc);
   app.get_option("--model")->required(false);
   std::string positional_model;
   app.add_option("model_tag", positional_model, "the model (same as --model)");
-  app.add_option("--served-model-name", rc.served_model_name, "model name in the API (default: the file's)");
-  app.add_option("--max-logprobs", rc.max_logprobs, "largest logprobs/top_logprobs a request may ask for")
+  app.add_option("--served-model-name", rc->served_model_name, "model name in the API (default: the file's)");
+  app.add_option("--max-logprobs", rc->max_logprobs, "largest logprobs/top_logprobs a request may ask for")
       ->capture_default_str();
-  app.add_option("--host", sc.host, "address to listen on")->capture_default_str();
-  app.add_option("--port", sc.port, "port to listen on (0 = any free port)")->capture_default_str();
-  app.add_option("--api-key", sc.api_key, "require 'Authorization: Bearer KEY' on /v1/* (also LANCET_API_KEY)");
-  app.add_option("--timeout", sc.request_timeout_s, "per-request timeout in seconds (0 = none)")
-      ->capture_default_str();
-  app.add_option("--drain-timeout", sc.drain_timeout_s, "seconds in-flight requests may take to finish on shutdown")
-      ->capture_default_str();
-  app.add_option("--max-concurrent-requests", sc.max_concurrent_requests,
-                 "completion requests in flight before new ones get 429")
-      ->capture_default_str();
-  app.add_option("--max-request-bytes", sc.max_body_bytes, "largest request body (413 beyond)")
-      ->capture_default_str();
-  app.add_option("--max-header-bytes", sc.max_header_bytes, "largest request header section (431 beyond)")
-      ->capture_default_str();
-  app.add_option("--http-threads", sc.http_threads, "HTTP worker threads (default: concurrency limit + 16)");
+  ListFlags lists;
   bool no_chat_page = false;
-  app.add_flag("--disable-chat-page", no_chat_page, "do not serve the chat page at /");
+  add_server_flags(app, sc, &lists, &no_chat_page);
   app.set_config();  // disables CLI11's own --config handling; expand_config() does it
   std::vector<std::string> args;
   if (!expand_config(argc, argv, &args)) return 2;
@@ -96,24 +118,63 @@ int cmd_serve(int argc, char** argv) {
     return code == 0 ? 0 : 2;  // --help is 0; every parse error is a usage error
   }
   if (!positional_model.empty()) {
-    if (!rc.model.empty() && rc.model != positional_model) {
+    if (!rc->model.empty() && rc->model != positional_model) {
       std::fprintf(stderr, "lancet serve: the model is given twice ('%s' and '%s')\n", positional_model.c_str(),
-                   rc.model.c_str());
+                   rc->model.c_str());
       return 2;
     }
-    rc.model = positional_model;
+    rc->model = positional_model;
   }
-  if (sc.api_key.empty()) {
-    if (const char* env = std::getenv("LANCET_API_KEY")) sc.api_key = env;
+  if (sc->api_key.empty()) {
+    if (const char* env = std::getenv("LANCET_API_KEY")) sc->api_key = env;
   }
-  sc.chat_page = !no_chat_page;
-  sc.limits.max_logprobs = rc.max_logprobs;
-  for (const Status& st : {rc.validate(), sc.validate()}) {
+  sc->chat_page = !no_chat_page;
+  for (auto [flag, text, list] : {std::tuple{"--allowed-origins", &lists.allowed_origins, &sc->allowed_origins},
+                                  std::tuple{"--allowed-hosts", &lists.allowed_hosts, &sc->allowed_hosts}}) {
+    auto parsed = server::parse_list_flag(flag, *text);
+    if (!parsed.ok()) {
+      std::fprintf(stderr, "lancet serve: %s\n", parsed.status().message().c_str());
+      return 2;
+    }
+    *list = std::move(*parsed);
+  }
+  sc->limits.max_logprobs = rc->max_logprobs;
+  for (const Status& st : {rc->validate(), sc->validate()}) {
     if (!st.ok()) {
       std::fprintf(stderr, "lancet serve: %s\n", st.message().c_str());
       return 2;
     }
   }
+  return -1;
+}
+
+// Shutdown after the first SIGINT/SIGTERM: drain (abort what is left after --drain-timeout)
+// and stop. A second signal (Ctrl-C again) means "do not wait": the process exits at once.
+void drain_and_stop(server::HttpServer& http, Runtime& runtime, double drain_timeout_s, const sigset_t& stop_signals) {
+  std::thread([stop_signals] {
+    int again = 0;
+    sigwait(&stop_signals, &again);
+    std::fprintf(stderr, "lancet serve: second %s, exiting without waiting for the drain\n",
+                 again == SIGINT ? "SIGINT" : "SIGTERM");
+    std::_Exit(128 + again);
+  }).detach();
+  http.begin_drain();
+  if (!http.wait_idle(drain_timeout_s)) {
+    std::fprintf(stderr, "lancet serve: drain timeout, aborting %lld request(s)\n",
+                 static_cast<long long>(http.in_flight()));
+    runtime.async_engine().shutdown(/*drain=*/false);
+    http.wait_idle(5.0);
+  }
+  http.stop();
+}
+
+}  // namespace
+
+int cmd_serve(int argc, char** argv) {
+  RuntimeConfig rc;
+  server::ServerConfig sc;
+  sc.version = LANCET_VERSION;
+  if (const int code = parse_serve_flags(argc, argv, &rc, &sc); code >= 0) return code;
 
   // Signals are taken synchronously by sigwait below; every thread started from here on
   // inherits the mask. A client that disconnects must not kill the process with SIGPIPE.
@@ -129,6 +190,11 @@ int cmd_serve(int argc, char** argv) {
     std::fprintf(stderr, "lancet serve: %s\n", st.message().c_str());
     return 1;
   }
+  if (sc.api_key.empty() && !server::is_loopback_host(sc.host))
+    std::fprintf(stderr,
+                 "lancet serve: warning: no --api-key and listening on %s, which is not a loopback address: "
+                 "anyone who can reach it can use this server\n",
+                 sc.host.c_str());
   std::thread http_thread([&] { http.run(); });
   std::fprintf(stderr, "lancet serve: listening on http://%s:%d, loading %s\n", sc.host.c_str(), http.port(),
                rc.model.c_str());
@@ -148,14 +214,7 @@ int cmd_serve(int argc, char** argv) {
   sigwait(&stop_signals, &sig);
   std::fprintf(stderr, "lancet serve: %s received, draining %lld request(s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
                static_cast<long long>(http.in_flight()));
-  http.begin_drain();
-  if (!http.wait_idle(sc.drain_timeout_s)) {
-    std::fprintf(stderr, "lancet serve: drain timeout, aborting %lld request(s)\n",
-                 static_cast<long long>(http.in_flight()));
-    (*runtime)->async_engine().shutdown(/*drain=*/false);
-    http.wait_idle(5.0);
-  }
-  http.stop();
+  drain_and_stop(http, **runtime, sc.drain_timeout_s, stop_signals);
   http_thread.join();
   std::fprintf(stderr, "lancet serve: stopped\n");
   return 0;

@@ -410,9 +410,8 @@ EngineStats Engine::stats() const {
   s.kv_usage = kv_->usage();
   s.num_blocks = kv_->num_blocks();
   s.num_free_blocks = kv_->num_free_blocks();
-  const BlockPoolStats ps = kv_->pool().stats();
-  s.prefix_queries = ps.prefix_queries;
-  s.prefix_hits = ps.prefix_hits;
+  s.prefix_queries = kv_->prefix_query_tokens();
+  s.prefix_hits = kv_->prefix_hit_tokens();
   s.preemptions = scheduler_->total_preemptions();
   if (spec_) {
     const SpecStats ss = spec_->stats();

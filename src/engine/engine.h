@@ -63,8 +63,8 @@ struct EngineStats {
   double kv_usage = 0.0;
   int64_t num_blocks = 0;
   int64_t num_free_blocks = 0;
-  int64_t prefix_queries = 0;
-  int64_t prefix_hits = 0;
+  int64_t prefix_queries = 0;  // tokens (vLLM's vllm:prefix_cache_queries)
+  int64_t prefix_hits = 0;     // tokens taken from the prefix cache
   int64_t preemptions = 0;
   int64_t steps = 0;
   // Wall seconds in step() (steps that ran a model pass or found nothing to run), and the

@@ -113,7 +113,8 @@ SchedulerOutput Scheduler::schedule() {
     while (!waiting_.empty() && budget > 0 &&
            static_cast<int64_t>(running_.size()) < config_.max_num_seqs) {
       Sequence* seq = waiting_.front();
-      if (seq->num_computed == 0) {
+      const bool matched_now = seq->num_computed == 0;
+      if (matched_now) {
         seq->num_cached_prompt = kv_->match_prefix(seq->id, seq->tokens);
         seq->num_computed = seq->num_cached_prompt;
       }
@@ -125,6 +126,9 @@ SchedulerOutput Scheduler::schedule() {
         seq->num_computed = 0;
         break;
       }
+      // Counted once admitted (a failed allocation retries the match next step), and for new
+      // requests only, as vLLM does: a preempted one recomputes its own earlier blocks.
+      if (matched_now && seq->num_preemptions == 0) kv_->count_prefix_query(seq->num_tokens(), seq->num_cached_prompt);
       waiting_.pop_front();
       seq->status = SeqStatus::kRunning;
       running_.push_back(seq);

@@ -20,8 +20,8 @@ struct BlockPoolStats {
   int64_t num_blocks = 0;
   int64_t num_free = 0;         // ref count 0 (cached or empty)
   int64_t num_cached = 0;       // blocks that carry a key (in use or free)
-  int64_t prefix_queries = 0;   // full blocks looked up
-  int64_t prefix_hits = 0;      // of which found
+  int64_t prefix_queries = 0;   // full blocks looked up (the served counters are tokens:
+  int64_t prefix_hits = 0;      // of which found       KvCacheManager::prefix_query_tokens)
   int64_t evictions = 0;        // cached blocks whose key was dropped to reuse them
 };
 

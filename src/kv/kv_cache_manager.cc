@@ -35,6 +35,12 @@ int64_t KvCacheManager::match_prefix(SeqId seq, std::span<const int32_t> tokens)
   return static_cast<int64_t>(s.blocks.size()) * bs;
 }
 
+void KvCacheManager::count_prefix_query(int64_t queried_tokens, int64_t hit_tokens) {
+  if (!pool_.prefix_caching()) return;
+  prefix_query_tokens_ += queried_tokens;
+  prefix_hit_tokens_ += hit_tokens;
+}
+
 int64_t KvCacheManager::blocks_needed(SeqId seq, int64_t total_tokens) const {
   auto it = seqs_.find(seq);
   const int64_t have = it == seqs_.end() ? 0 : static_cast<int64_t>(it->second.blocks.size());

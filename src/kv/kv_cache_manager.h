@@ -57,6 +57,14 @@ class KvCacheManager {
   bool has(SeqId seq) const { return seqs_.count(seq) != 0; }
   const std::vector<BlockId>& block_table(SeqId seq) const;
 
+  // Prefix-cache counters in tokens, as vLLM counts them: an admitted request queries its whole
+  // prompt and hits the tokens it took from the cache (a repeated 160-token prompt at block
+  // size 16 counts 160 queried, 144 hit: the last block is partial, and the last token is
+  // always computed). The scheduler reports each admission once.
+  void count_prefix_query(int64_t queried_tokens, int64_t hit_tokens);
+  int64_t prefix_query_tokens() const { return prefix_query_tokens_; }
+  int64_t prefix_hit_tokens() const { return prefix_hit_tokens_; }
+
   const BlockPool& pool() const { return pool_; }
   BlockPool& pool() { return pool_; }
 
@@ -68,6 +76,8 @@ class KvCacheManager {
   BlockManagerConfig config_;
   BlockPool pool_;
   std::unordered_map<SeqId, SeqState> seqs_;
+  int64_t prefix_query_tokens_ = 0;
+  int64_t prefix_hit_tokens_ = 0;
 };
 
 }  // namespace lancet

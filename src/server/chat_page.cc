@@ -1,6 +1,8 @@
 // The chat page (see chat_page.h). Plain HTML + JS; the conversation lives in the page and is
 // resent with every turn, as OpenAI's API is stateless. Text is inserted with textContent only,
-// so model output can never inject markup.
+// so model output can never inject markup. With --api-key the page asks for the key (a URL
+// would leave it in the history, logs and Referer headers), keeps it in sessionStorage for the
+// tab, and sends it as "Authorization: Bearer".
 #include "server/chat_page.h"
 
 namespace lancet::server {
@@ -40,7 +42,8 @@ const char* chat_page_html() {
 <div id="settings">
   <label>temperature <input id="temperature" type="number" step="0.1" min="0" max="2" value="0.7"></label>
   <label>max tokens <input id="max_tokens" type="number" min="1" value="256"></label>
-  <label>API key <input id="api_key" type="password" style="width:160px"></label>
+  <label>API key <input id="api_key" type="password" autocomplete="off" style="width:160px"
+         placeholder="if the server has one"></label>
   <button id="clear" type="button">Clear</button>
 </div>
 <script>
@@ -48,12 +51,14 @@ const char* chat_page_html() {
 const log = document.getElementById("log");
 const input = document.getElementById("input");
 const sendButton = document.getElementById("send");
+const keyInput = document.getElementById("api_key");
 let history = [];
 let modelName = null;
+let pendingQuestion = null;  // ?q=..., sent once the model is known
 
 function headers() {
   const h = {"Content-Type": "application/json"};
-  const key = document.getElementById("api_key").value;
+  const key = keyInput.value;
   if (key) h["Authorization"] = "Bearer " + key;
   return h;
 }
@@ -68,13 +73,28 @@ function addMessage(role, text) {
 }
 
 async function loadModel() {
+  const label = document.getElementById("model");
   try {
     const r = await fetch("/v1/models", {headers: headers()});
+    if (r.status === 401) {
+      modelName = null;
+      label.textContent = keyInput.value ? "wrong API key" : "enter the API key below";
+      document.body.dataset.state = "need-key";
+      keyInput.focus();
+      return;
+    }
     const j = await r.json();
+    if (!r.ok) throw new Error(j.error ? j.error.message : ("HTTP " + r.status));
     modelName = j.data[0].id;
-    document.getElementById("model").textContent = modelName;
+    label.textContent = modelName;
+    if (document.body.dataset.state === "need-key") document.body.dataset.state = "idle";
+    if (pendingQuestion) {
+      const q = pendingQuestion;
+      pendingQuestion = null;
+      send(q);
+    }
   } catch (e) {
-    document.getElementById("model").textContent = "model unavailable";
+    label.textContent = "model unavailable: " + e.message;
   }
 }
 
@@ -148,11 +168,16 @@ input.addEventListener("keydown", (ev) => {
 });
 document.getElementById("clear").addEventListener("click", () => { history = []; log.textContent = ""; });
 
+keyInput.addEventListener("change", () => {
+  sessionStorage.setItem("lancet_api_key", keyInput.value);
+  loadModel();
+});
+keyInput.value = sessionStorage.getItem("lancet_api_key") || "";
 const params = new URLSearchParams(window.location.search);
-if (params.get("key")) document.getElementById("api_key").value = params.get("key");
 if (params.get("temperature")) document.getElementById("temperature").value = params.get("temperature");
 if (params.get("max_tokens")) document.getElementById("max_tokens").value = params.get("max_tokens");
-loadModel().then(() => { if (params.get("q")) send(params.get("q")); });
+pendingQuestion = params.get("q");
+loadModel();
 </script>
 </body>
 </html>

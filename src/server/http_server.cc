@@ -1,9 +1,10 @@
 // HttpServer: routes and the cross-cutting rules every request passes through (header size,
-// drain, API key, concurrency limit, error envelopes). Request bodies are handled by
-// openai_json; completions run in a CompletionSession.
+// Content-Length, Host, CORS, drain, API key, concurrency limit, error envelopes). The socket
+// and connection loop are HttpListener's, the header checks http_guards'; request bodies are
+// parsed by openai_json; completions run in a CompletionSession.
 #include "server/http_server.h"
 
-#include <sys/socket.h>
+#include <strings.h>
 
 #include <atomic>
 #include <chrono>
@@ -15,9 +16,9 @@
 #include "server/chat_page.h"
 #include "server/client_connection.h"
 #include "server/completion_session.h"
-#include "server/httplib_include.h"
+#include "server/http_guards.h"
+#include "server/http_listener.h"
 #include "server/openai_json.h"
-#include "server/process_sockets.h"
 
 namespace lancet::server {
 namespace {
@@ -31,28 +32,51 @@ void send_json(httplib::Response& res, const Json& j) { res.set_content(dump_jso
 
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
-// cpp-httplib 0.11 listens with a backlog of 5: a burst of clients (64 streams connecting at
-// once) overflows the accept queue, and the kernel drops their SYNs or handshakes, which costs
-// each of them a retransmit (a second or more). Listening again on the bound socket raises the
-// backlog (Linux keeps the socket and its queue).
-void widen_listen_backlog(int port) {
-  const int fd = find_own_socket([&](int fd) {
-    int listening = 0;
-    socklen_t len = sizeof(listening);
-    std::string host;
-    int bound = -1;
-    return getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) == 0 && listening != 0 &&
-           socket_address(fd, /*peer=*/false, &host, &bound) && bound == port;
+// An answer given before the request body was read ends the connection: the unread bytes
+// would otherwise be parsed as the next request.
+void send_error_and_close(const httplib::Request& req, httplib::Response& res, const ApiError& err) {
+  send_error(res, err);
+  if (has_request_body(req)) res.set_header("Connection", "close");
+}
+
+// httplib's own test: exactly "chunked" (any case); it reads any other Transfer-Encoding as a
+// body that lasts until the client closes.
+bool is_chunked(const httplib::Request& req) {
+  return strcasecmp(req.get_header_value("Transfer-Encoding").c_str(), "chunked") == 0;
+}
+
+// Reads the body through the content reader, not httplib's own path: that one caps
+// form-encoded bodies (curl's default Content-Type) at 8 KiB and chunked ones not at all.
+// Here every content type gets the --max-request-bytes limit, counted after decompression.
+std::optional<ApiError> read_body(const httplib::Request& req, const httplib::ContentReader& reader, size_t max_bytes,
+                                  std::string* body) {
+  if (req.has_header("Transfer-Encoding") && !is_chunked(req))
+    return bad_request("Transfer-Encoding must be chunked (or absent)", "", "invalid_transfer_encoding");
+  // Without Content-Length or chunked framing a request has no body (RFC 9112 section 6.3);
+  // httplib would read until the client closes.
+  if (!has_request_body(req)) return std::nullopt;
+  if (req.is_multipart_form_data()) return bad_request("the request body must be JSON, not multipart/form-data");
+  bool too_large = false;
+  const bool ok = reader([&](const char* data, size_t n) {
+    if (body->size() + n > max_bytes) {
+      too_large = true;
+      return false;
+    }
+    body->append(data, n);
+    return true;
   });
-  if (fd < 0 || ::listen(fd, SOMAXCONN) != 0)
-    LOG_WARN("cannot raise the listen backlog of port " << port << "; bursts of connections may wait for retransmits");
+  if (too_large)
+    return ApiError{413, "the request body is too large (the limit is " + std::to_string(max_bytes) + " bytes)",
+                    "invalid_request_error", "", "request_too_large"};
+  if (!ok) return bad_request("the request body could not be read (truncated, or bad chunked/compressed framing)");
+  return std::nullopt;
 }
 
 }  // namespace
 
 struct HttpServer::Impl {
   ServerConfig config;
-  httplib::Server http;
+  HttpListener http;
   std::atomic<ServingModel*> model{nullptr};
   std::atomic<bool> draining{false};
   std::atomic<int64_t> in_flight{0};
@@ -77,9 +101,14 @@ struct HttpServer::Impl {
 
   explicit Impl(ServerConfig c) : config(std::move(c)) {}
   void install_routes();
-  void handle_completion(const httplib::Request& req, httplib::Response& res, ApiKind kind);
-  void handle_tokenize(const httplib::Request& req, httplib::Response& res);
-  void handle_detokenize(const httplib::Request& req, httplib::Response& res);
+  void install_handlers();
+  httplib::Server::HandlerResponse pre_route(const httplib::Request& req, httplib::Response& res);
+  using BodyHandler = std::function<void(const httplib::Request&, const std::string&, httplib::Response&)>;
+  // Registers a POST route whose handler gets the body read by read_body().
+  void post_with_body(const char* path, BodyHandler handler);
+  void handle_completion(const httplib::Request& req, const std::string& body, httplib::Response& res, ApiKind kind);
+  void handle_tokenize(const std::string& body, httplib::Response& res);
+  void handle_detokenize(const std::string& body, httplib::Response& res);
   ServingModel* ready_model(httplib::Response& res);
 };
 
@@ -89,12 +118,13 @@ ServingModel* HttpServer::Impl::ready_model(httplib::Response& res) {
   return m;
 }
 
-void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::Response& res, ApiKind kind) {
+void HttpServer::Impl::handle_completion(const httplib::Request& req, const std::string& body, httplib::Response& res,
+                                         ApiKind kind) {
   ServingModel* m = ready_model(res);
   if (!m) return;
   ApiRequest api;
-  auto err = kind == ApiKind::kChat ? parse_chat_request(req.body, config.limits, &api)
-                                    : parse_completion_request(req.body, config.limits, &api);
+  auto err = kind == ApiKind::kChat ? parse_chat_request(body, config.limits, &api)
+                                    : parse_completion_request(body, config.limits, &api);
   if (err) return send_error(res, *err);
   if (!api.model.empty() && api.model != m->name())
     return send_error(res, not_found("The model `" + api.model.substr(0, 256) + "` does not exist.", "model",
@@ -133,11 +163,11 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
       [state](bool) {});
 }
 
-void HttpServer::Impl::handle_tokenize(const httplib::Request& req, httplib::Response& res) {
+void HttpServer::Impl::handle_tokenize(const std::string& body, httplib::Response& res) {
   ServingModel* m = ready_model(res);
   if (!m) return;
   TokenizeRequest tr;
-  if (auto e = parse_tokenize_request(req.body, config.limits, &tr)) return send_error(res, *e);
+  if (auto e = parse_tokenize_request(body, config.limits, &tr)) return send_error(res, *e);
   if (!m->has_tokenizer()) return send_error(res, bad_request("this model has no tokenizer"));
   StatusOr<std::vector<int32_t>> ids =
       tr.prompt ? m->encode(*tr.prompt, tr.add_special_tokens) : m->encode_chat(tr.messages, tr.add_generation_prompt);
@@ -149,11 +179,11 @@ void HttpServer::Impl::handle_tokenize(const httplib::Request& req, httplib::Res
   send_json(res, out);
 }
 
-void HttpServer::Impl::handle_detokenize(const httplib::Request& req, httplib::Response& res) {
+void HttpServer::Impl::handle_detokenize(const std::string& body, httplib::Response& res) {
   ServingModel* m = ready_model(res);
   if (!m) return;
   std::vector<int32_t> ids;
-  if (auto e = parse_detokenize_request(req.body, config.limits, &ids)) return send_error(res, *e);
+  if (auto e = parse_detokenize_request(body, config.limits, &ids)) return send_error(res, *e);
   if (!m->has_tokenizer()) return send_error(res, bad_request("this model has no tokenizer"));
   for (int32_t t : ids)
     if (t >= m->vocab_size())
@@ -161,32 +191,87 @@ void HttpServer::Impl::handle_detokenize(const httplib::Request& req, httplib::R
   send_json(res, Json{{"prompt", m->decode(ids)}});
 }
 
-void HttpServer::Impl::install_routes() {
-  const int threads = config.http_threads > 0 ? config.http_threads : config.max_concurrent_requests + 16;
-  http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-  http.set_payload_max_length(config.max_body_bytes);
-  http.set_read_timeout(30);
-  http.set_write_timeout(10);
-  http.set_keep_alive_timeout(5);
+// The rules every request passes before its route, in order: header size, Content-Length
+// (before any body byte is read), Host (DNS rebinding), Origin (CORS), drain, API key.
+httplib::Server::HandlerResponse HttpServer::Impl::pre_route(const httplib::Request& req, httplib::Response& res) {
+  using HR = httplib::Server::HandlerResponse;
+  size_t header_bytes = 0;
+  for (const auto& [k, v] : req.headers) header_bytes += k.size() + v.size() + 4;
+  if (header_bytes > config.max_header_bytes) {
+    send_error_and_close(req, res, ApiError{431, "the request headers are too large", "invalid_request_error", "",
+                                            "headers_too_large"});
+    return HR::Handled;
+  }
+  if (auto err = check_content_length(req, config.max_body_bytes)) {
+    send_error(res, *err);
+    res.set_header("Connection", "close");
+    return HR::Handled;
+  }
+  if (!host_allowed(req.get_header_value("Host"), config)) {
+    send_error_and_close(req, res, ApiError{403, "the Host header names a host this server does not answer for "
+                                                 "(see --allowed-hosts)", "invalid_request_error", "",
+                                            "host_not_allowed"});
+    return HR::Handled;
+  }
+  // A page of another origin can send "simple" requests (text/plain POSTs) without a preflight;
+  // without an API key nothing else would stop them. With a key they cannot authenticate
+  // (the header needs a preflight), so only preflights are refused, and a proxy that rewrites
+  // Host does not break the chat page.
+  if (!origin_allowed(req.get_header_value("Origin"), req.get_header_value("Host"), config) &&
+      (config.api_key.empty() || req.method == "OPTIONS")) {
+    send_error_and_close(req, res, ApiError{403, "requests from this origin are not allowed (see --allowed-origins)",
+                                            "invalid_request_error", "", "origin_not_allowed"});
+    return HR::Handled;
+  }
+  add_cors_headers(req, config, res);
+  // Preflights carry no credentials, so they are answered before the key check.
+  if (req.method == "OPTIONS") {
+    answer_options(req, config, res);
+    if (has_request_body(req)) res.set_header("Connection", "close");
+    return HR::Handled;
+  }
+  const bool api = starts_with(req.path, "/v1/");
+  const bool work = api || req.path == "/tokenize" || req.path == "/detokenize";
+  if (work && draining.load()) {
+    send_error_and_close(req, res, server_error(503, "the server is shutting down", "service_unavailable"));
+    return HR::Handled;
+  }
+  if (api && !authorized(req.get_header_value("Authorization"), config.api_key)) {
+    send_error_and_close(req, res,
+                         ApiError{401, "invalid or missing API key", "authentication_error", "", "invalid_api_key"});
+    return HR::Handled;
+  }
+  // httplib reads no body for GET and HEAD; one that came anyway must not become a request.
+  if ((req.method == "GET" || req.method == "HEAD") && has_request_body(req)) res.set_header("Connection", "close");
+  return HR::Unhandled;
+}
 
-  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    size_t header_bytes = 0;
-    for (const auto& [k, v] : req.headers) header_bytes += k.size() + v.size() + 4;
-    if (header_bytes > config.max_header_bytes) {
-      send_error(res, ApiError{431, "the request headers are too large", "invalid_request_error", "", ""});
-      return httplib::Server::HandlerResponse::Handled;
+void HttpServer::Impl::post_with_body(const char* path, BodyHandler handler) {
+  http.Post(path, [this, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res,
+                                                       const httplib::ContentReader& reader) {
+    std::string body;
+    if (auto err = read_body(req, reader, config.max_body_bytes, &body)) {
+      send_error(res, *err);
+      res.set_header("Connection", "close");
+      return;
     }
-    const bool api = starts_with(req.path, "/v1/");
-    const bool work = api || req.path == "/tokenize" || req.path == "/detokenize";
-    if (work && draining.load()) {
-      send_error(res, server_error(503, "the server is shutting down", "service_unavailable"));
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    if (api && !authorized(req.get_header_value("Authorization"), config.api_key)) {
-      send_error(res, ApiError{401, "invalid or missing API key", "authentication_error", "", "invalid_api_key"});
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    return httplib::Server::HandlerResponse::Unhandled;
+    handler(req, body, res);
+  });
+}
+
+// The hooks around every route: checks before it, the envelope for httplib's own errors and
+// for exceptions, and the error counter.
+void HttpServer::Impl::install_handlers() {
+  http.set_pre_routing_handler(
+      [this](const httplib::Request& req, httplib::Response& res) { return pre_route(req, res); });
+  // "Expect: 100-continue" is answered before routing: refuse a bad Content-Length there too,
+  // so the client does not send a body that will be refused.
+  http.set_expect_100_continue_handler([this](const httplib::Request& req, httplib::Response& res) {
+    auto err = check_content_length(req, config.max_body_bytes);
+    if (!err) return 100;
+    send_error(res, *err);
+    res.set_header("Connection", "close");
+    return err->status;
   });
   // Status codes that httplib sets itself (404 no route, 413 body too large, 400 unparsable
   // request) get the envelope too; responses that already have a body keep it.
@@ -214,6 +299,19 @@ void HttpServer::Impl::install_routes() {
     if (res.status >= 400) metrics.count_http_error(res.status);
     LOG_DEBUG(req.method << " " << req.path << " -> " << res.status);
   });
+}
+
+void HttpServer::Impl::install_routes() {
+  const int threads = config.http_threads > 0 ? config.http_threads : config.max_concurrent_requests + 16;
+  http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  http.set_payload_max_length(config.max_body_bytes);
+  // Seconds a client may take to send a request once it started; a bad Content-Length is
+  // answered at once (pre_route), so only slow or stalled senders wait this long.
+  http.set_read_timeout(30);
+  http.set_write_timeout(10);
+  http.set_keep_alive_timeout(5);
+
+  install_handlers();
 
   http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     if (!model.load() || draining.load()) {
@@ -235,15 +333,18 @@ void HttpServer::Impl::install_routes() {
     ServingModel* m = ready_model(res);
     if (m) send_json(res, models_json(m->name(), m->max_model_len(), created));
   });
-  http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    handle_completion(req, res, ApiKind::kChat);
+  post_with_body("/v1/chat/completions", [this](const httplib::Request& req, const std::string& body,
+                                                httplib::Response& res) { handle_completion(req, body, res, ApiKind::kChat); });
+  post_with_body("/v1/completions",
+                 [this](const httplib::Request& req, const std::string& body, httplib::Response& res) {
+                   handle_completion(req, body, res, ApiKind::kCompletion);
+                 });
+  post_with_body("/tokenize", [this](const httplib::Request&, const std::string& body, httplib::Response& res) {
+    handle_tokenize(body, res);
   });
-  http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    handle_completion(req, res, ApiKind::kCompletion);
+  post_with_body("/detokenize", [this](const httplib::Request&, const std::string& body, httplib::Response& res) {
+    handle_detokenize(body, res);
   });
-  http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { handle_tokenize(req, res); });
-  http.Post("/detokenize",
-            [this](const httplib::Request& req, httplib::Response& res) { handle_detokenize(req, res); });
   if (config.chat_page) {
     http.Get("/", [](const httplib::Request&, httplib::Response& res) {
       res.set_content(chat_page_html(), "text/html; charset=utf-8");
@@ -258,23 +359,19 @@ HttpServer::HttpServer(ServerConfig config) : impl_(std::make_unique<Impl>(std::
 HttpServer::~HttpServer() { stop(); }
 
 Status HttpServer::bind() {
-  RETURN_IF_ERROR(impl_->config.validate());
-  if (impl_->config.port == 0) {
-    impl_->bound_port = impl_->http.bind_to_any_port(impl_->config.host);
-    if (impl_->bound_port < 0) return IoError("cannot listen on " + impl_->config.host);
-  } else {
-    if (!impl_->http.bind_to_port(impl_->config.host, impl_->config.port))
-      return IoError("cannot listen on " + impl_->config.host + ":" + std::to_string(impl_->config.port) +
-                     " (in use, or not an address of this machine)");
-    impl_->bound_port = impl_->config.port;
-  }
-  widen_listen_backlog(impl_->bound_port);
+  const ServerConfig& c = impl_->config;
+  RETURN_IF_ERROR(c.validate());
+  StatusOr<int> port = impl_->http.bind_socket(ListenConfig{.host = c.host, .port = c.port,
+                                                            .backlog = c.listen_backlog,
+                                                            .keep_alive_max = static_cast<size_t>(c.keep_alive_max)});
+  if (!port.ok()) return port.status();
+  impl_->bound_port = *port;
   return OkStatus();
 }
 
 int HttpServer::port() const { return impl_->bound_port; }
 
-void HttpServer::run() { impl_->http.listen_after_bind(); }
+void HttpServer::run() { impl_->http.serve(); }
 
 void HttpServer::set_model(ServingModel* model) { impl_->model.store(model); }
 
@@ -289,9 +386,7 @@ bool HttpServer::wait_idle(double timeout_s) {
   return true;
 }
 
-void HttpServer::stop() {
-  if (impl_->http.is_running()) impl_->http.stop();
-}
+void HttpServer::stop() { impl_->http.close(); }
 
 int64_t HttpServer::in_flight() const { return impl_->in_flight.load(); }
 

@@ -176,7 +176,7 @@ Json error_json(const ApiError& err) {
   e["message"] = err.message;
   e["type"] = err.type;
   e["param"] = null_or(err.param);
-  e["code"] = err.code.empty() ? Json(err.status) : Json(err.code);
+  e["code"] = err.code.empty() ? default_error_code(err.status) : err.code;
   return Json{{"error", std::move(e)}};
 }
 

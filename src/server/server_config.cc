@@ -1,6 +1,8 @@
 // ServerConfig validation: every message names the flag.
 #include "server/server_config.h"
 
+#include <nlohmann/json.hpp>
+
 namespace lancet::server {
 
 Status ServerConfig::validate() const {
@@ -17,8 +19,43 @@ Status ServerConfig::validate() const {
   if (http_threads < 0 || http_threads > 100000) return InvalidArgument("--http-threads must be in [0, 100000]");
   if (http_threads > 0 && http_threads <= max_concurrent_requests)
     return InvalidArgument("--http-threads must exceed --max-concurrent-requests (streams hold a thread each)");
+  if (listen_backlog < 1 || listen_backlog > 65535) return InvalidArgument("--listen-backlog must be in [1, 65535]");
+  if (keep_alive_max < 1) return InvalidArgument("--keep-alive-max-requests must be at least 1");
+  for (const std::string& o : allowed_origins) {
+    const bool url = o.rfind("http://", 0) == 0 || o.rfind("https://", 0) == 0;
+    const size_t host_at = o.find("://") + 3;
+    if (o != "*" && (!url || o.size() == host_at || o.find('/', host_at) != std::string::npos))
+      return InvalidArgument("--allowed-origins: '" + o + "' is not an origin (scheme://host[:port], or *)");
+  }
+  for (const std::string& h : allowed_hosts)
+    if (h.empty() || h.find_first_of("/ ") != std::string::npos)
+      return InvalidArgument("--allowed-hosts: '" + h + "' is not a host name");
   if (limits.max_logprobs < 0) return InvalidArgument("--max-logprobs must not be negative");
   return OkStatus();
+}
+
+StatusOr<std::vector<std::string>> parse_list_flag(const std::string& flag, const std::string& text) {
+  std::vector<std::string> out;
+  if (!text.empty() && text.front() == '[') {
+    const auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_array()) return InvalidArgument(flag + ": not a JSON array of strings: " + text);
+    for (const auto& v : j) {
+      if (!v.is_string()) return InvalidArgument(flag + ": not a JSON array of strings: " + text);
+      out.push_back(v.get<std::string>());
+    }
+    return out;
+  }
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    std::string item = text.substr(start, end - start);
+    item.erase(0, item.find_first_not_of(' '));
+    item.erase(item.find_last_not_of(' ') + 1);
+    if (!item.empty()) out.push_back(item);
+    start = end + 1;
+  }
+  return out;
 }
 
 }  // namespace lancet::server

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "server/openai_json.h"
@@ -21,10 +22,21 @@ struct ServerConfig {
   int32_t max_concurrent_requests = 256;  // completion requests in flight; more get 429
   int32_t http_threads = 0;               // 0 = max_concurrent_requests + 16
   bool chat_page = true;                  // serve the chat page at GET /
+  int32_t listen_backlog = 1024;          // kernel queue of not yet accepted connections
+  int32_t keep_alive_max = 1000;          // requests per connection (nginx's default)
+  // Origins (scheme://host[:port]) whose browser pages may call the API; "*" = any. Empty =
+  // same-origin only: no CORS headers, and cross-origin requests get 403.
+  std::vector<std::string> allowed_origins;
+  // Host header names accepted when no API key is set (DNS rebinding); "*" = any. Addresses,
+  // localhost and the --host name are always accepted; see http_guards.h.
+  std::vector<std::string> allowed_hosts;
   std::string version = "unknown";        // reported by GET /version
   RequestLimits limits;
 
   Status validate() const;
 };
+
+// Parses a list flag: comma-separated ("a,b") or a JSON array ('["a", "b"]', vLLM's form).
+StatusOr<std::vector<std::string>> parse_list_flag(const std::string& flag, const std::string& text);
 
 }  // namespace lancet::server

@@ -227,7 +227,8 @@ TEST(Engine, NGreaterThanOneGivesDistinctSeededChoices) {
   // Choices 1..3 wait for choice 0's prompt and take its two full blocks from the prefix
   // cache: 9 prompt tokens computed once, then 1 (the last, whose logits are needed) per choice.
   EXPECT_EQ(engine.stats().prompt_tokens_computed, 9 + 3);
-  EXPECT_EQ(engine.stats().prefix_hits, 3 * 2);
+  EXPECT_EQ(engine.stats().prefix_hits, 3 * 8);  // in tokens
+  EXPECT_EQ(engine.stats().prefix_queries, 4 * 9);
   EXPECT_EQ(engine.stats().num_free_blocks, 500);
 }
 

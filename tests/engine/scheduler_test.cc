@@ -173,6 +173,35 @@ TEST(Scheduler, SharedPrefixIsServedFromCache) {
   EXPECT_GE(h.kv.pool().stats().prefix_hits, 125);
 }
 
+// vLLM's counting: a repeated 160-token prompt at block size 16 queries 160 tokens each time
+// and hits 144 the second time (9 full blocks; the last token is always computed). A request
+// that waits for blocks retries its match every step but is counted once, when admitted.
+TEST(Scheduler, PrefixCacheCountersAreTokensCountedOncePerAdmission) {
+  Harness h(13, 16, SchedulerConfig{.max_num_batched_tokens = 512, .max_num_seqs = 8, .max_model_len = 1024});
+  std::vector<int32_t> prompt(160);
+  for (int i = 0; i < 160; ++i) prompt[i] = 100 + i;
+  Sequence* a = h.add(prompt, 1);
+  while (!a->finished()) h.step();
+  EXPECT_EQ(h.kv.prefix_query_tokens(), 160);
+  EXPECT_EQ(h.kv.prefix_hit_tokens(), 0);
+  Sequence* b = h.add(prompt, 1);
+  while (!b->finished()) h.step();
+  EXPECT_EQ(h.kv.prefix_query_tokens(), 320);
+  EXPECT_EQ(h.kv.prefix_hit_tokens(), 144);
+  // c shares the prefix and grows until it holds every block (9 shared + 4 of its own = 200
+  // tokens); d then waits, retrying its match each step, until c finishes.
+  Sequence* c = h.add(prompt, 40);
+  while (h.kv.num_free_blocks() > 0) h.step();
+  Sequence* d = h.add(prompt, 1);
+  int waited = 0;
+  for (; d->status == SeqStatus::kWaiting; ++waited) h.step();
+  EXPECT_GT(waited, 2) << "d did not have to wait";
+  EXPECT_TRUE(c->finished());
+  while (!d->finished()) h.step();
+  EXPECT_EQ(h.kv.prefix_query_tokens(), 4 * 160);
+  EXPECT_EQ(h.kv.prefix_hit_tokens(), 3 * 144);
+}
+
 TEST(Scheduler, RandomizedSchedulesDrainAndFreeEverything) {
   for (int seed = 0; seed < 300; ++seed) {
     std::mt19937 rng(seed);

@@ -1,7 +1,8 @@
 """Loads the built-in chat page in headless Chromium (Debian's `chromium`), lets it send a
 question (the page's ?q= parameter), watches the DOM through the DevTools protocol over
 --remote-debugging-pipe while the answer streams in, saves a screenshot, and checks the final
-answer equals `lancet generate --chat` for the same greedy request.
+answer equals `lancet generate --chat` for the same greedy request. With --api-key the page
+must ignore a `key` URL parameter and ask for the key; the script then types it in.
 
   python chat_page_check.py --base-url URL --api-key KEY --model-path M --lancet BIN --screenshot OUT.png
 """
@@ -96,8 +97,11 @@ def main():
         return 1
     expected = json.loads(ref.stdout)["text"]
 
+    # The key is never part of the URL: a `key` parameter is ignored, and the page asks for it.
     url = args.base_url + "/?" + urllib.parse.urlencode(
         {"q": question, "key": args.api_key, "max_tokens": max_tokens, "temperature": 0})
+    enter_key = ("(() => { const k = document.getElementById('api_key'); k.value = %s; "
+                 "k.dispatchEvent(new Event('change')); return true; })()" % json.dumps(args.api_key))
     with tempfile.TemporaryDirectory() as user_dir:
         dt = DevTools(chromium, user_dir)
         try:
@@ -106,11 +110,15 @@ def main():
             probe = ("JSON.stringify({state: (document.body && document.body.dataset.state) || 'loading', "
                      "answer: (document.getElementById('answer-1') || {}).textContent || '', "
                      "model: (document.getElementById('model') || {}).textContent || ''})")
-            partials, state, deadline = set(), None, time.time() + 90
+            partials, state, deadline, asked_for_key = set(), None, time.time() + 90, False
             while time.time() < deadline:
                 r = dt.call("Runtime.evaluate", {"expression": probe, "returnByValue": True}, session)
                 dom = json.loads(r["result"]["value"])
                 state = dom["state"]
+                if state == "need-key" and not asked_for_key:
+                    asked_for_key = True
+                    dt.call("Runtime.evaluate", {"expression": enter_key, "returnByValue": True}, session)
+                    continue
                 if state == "streaming" and dom["answer"]:
                     partials.add(dom["answer"])
                 if state in ("done", "error"):
@@ -125,7 +133,10 @@ def main():
     print("answer:", repr(dom["answer"]))
     print("expected:", repr(expected))
     ok = True
-    for cond, what in [(state == "done", "the page finished streaming"),
+    for cond, what in [(asked_for_key == bool(args.api_key), "the page asked for the key (not taken from the URL)"),
+                       (dom["model"] not in ("", "connecting...") and "unavailable" not in dom["model"],
+                        "the page shows the model name"),
+                       (state == "done", "the page finished streaming"),
                        (dom["answer"] == expected, "the answer equals lancet generate --chat"),
                        (any(len(p) < len(expected) for p in partials), "partial answers were visible while streaming"),
                        (os.path.getsize(args.screenshot) > 1000, "screenshot written")]:

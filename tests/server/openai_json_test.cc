@@ -113,7 +113,20 @@ TEST(OpenAiJson, BadChatRequestsAre400WithTheField) {
     EXPECT_FALSE(err->message.empty());
     const Json env = error_json(*err);
     EXPECT_EQ(env["error"]["type"], "invalid_request_error");
+    EXPECT_TRUE(env["error"]["code"].is_string()) << env.dump();
   }
+}
+
+// OpenAI sends `code` as a string (or null); one type on every path, a default per status.
+TEST(OpenAiJson, ErrorCodeIsAlwaysAString) {
+  EXPECT_EQ(error_json(bad_request("x"))["error"]["code"], "invalid_request");
+  EXPECT_EQ(error_json(not_found("x"))["error"]["code"], "not_found");
+  EXPECT_EQ(error_json(server_error(503, "x", "service_unavailable"))["error"]["code"], "service_unavailable");
+  EXPECT_EQ(error_json(ApiError{413, "x", "invalid_request_error", "", ""})["error"]["code"], "request_too_large");
+  EXPECT_EQ(error_json(ApiError{418, "x", "invalid_request_error", "", ""})["error"]["code"], "invalid_request");
+  EXPECT_EQ(error_json(ApiError{502, "x", "internal_error", "", ""})["error"]["code"], "server_error");
+  EXPECT_EQ(error_json(bad_request("x", "prompt", "context_length_exceeded"))["error"]["code"],
+            "context_length_exceeded");
 }
 
 TEST(OpenAiJson, DepthAndSizeLimits) {
