@@ -49,7 +49,9 @@ import json, sys
 for line in open(sys.argv[1]):
     try: r = json.loads(line)
     except ValueError: continue
-    if "tflops" in r: print(f"peer {r['op']:<22} {r.get('shape', r.get('backend', '')):<10} M={r.get('M', r.get('q', ''))!s:<6} {r['tflops']:8.1f} TFLOP/s")
+    what = r.get("shape", r.get("backend", ""))
+    if "tflops" in r:
+        print(f"peer {r['op']:<22} {what:<10} M={r.get('M', r.get('q', ''))!s:<6} {r['tflops']:8.1f} TFLOP/s")
     elif "GBps" in r: print(f"peer {r['op']:<22} {r['shape']:<10} {r['GBps']:8.1f} GB/s")
 PY
 fi
@@ -61,7 +63,8 @@ txt = open(sys.argv[1]).read().strip().splitlines()
 for line in reversed(txt):
     if line.startswith("{"):
         r = json.loads(line)
-        print(sys.argv[1].rsplit("/", 1)[-1], json.dumps({k: r[k] for k in r if k in ("decode_tok_per_s", "tpot_ms_median", "ttft_s_median", "roofline_tok_per_s", "pct_of_roofline")}))
+        keys = ("decode_tok_per_s", "tpot_ms_median", "ttft_s_median", "roofline_tok_per_s", "pct_of_roofline")
+        print(sys.argv[1].rsplit("/", 1)[-1], json.dumps({k: r[k] for k in keys if k in r}))
         break
 else:
     print(sys.argv[1], "no result")

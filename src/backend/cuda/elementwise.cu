@@ -105,9 +105,9 @@ __device__ float block_max(float v, float* shared /*[32]*/) {
 constexpr int kNormMaxThreads = 1024;
 
 template <bool kFp8, int kNormPer>
-__global__ void __launch_bounds__(kNormMaxThreads) rms_norm_kernel(const float* x, float* residual, const float* __restrict__ weight,
-                                int64_t dim, float eps, float* out, __nv_fp8_e4m3* __restrict__ q,
-                                float* __restrict__ qscale) {
+__global__ void __launch_bounds__(kNormMaxThreads)
+    rms_norm_kernel(const float* x, float* residual, const float* __restrict__ weight, int64_t dim, float eps,
+                    float* out, __nv_fp8_e4m3* __restrict__ q, float* __restrict__ qscale) {
   __shared__ float red[32];
   float g[kNormPer], v[kNormPer];
 #pragma unroll
