@@ -14,6 +14,7 @@
 #include "cli/prompts_file.h"
 #include "cli/runtime_flags.h"
 #include "core/logging.h"
+#include "engine/request_checks.h"
 
 namespace lancet::cli {
 namespace {
@@ -55,10 +56,7 @@ StatusOr<GenerationRequest> prompt_request(Runtime& r, const PromptLine& line, b
   } else {
     req.prompt = line.prompt_ids;
   }
-  for (int32_t t : req.prompt)
-    if (t >= r.vocab_size())
-      return InvalidArgument("prompt_ids: token id " + std::to_string(t) + " is outside the vocabulary (size " +
-                             std::to_string(r.vocab_size()) + ")");
+  RETURN_IF_ERROR(check_token_ids(req.prompt, r.vocab_size()).with_context("prompt_ids"));
   RETURN_IF_ERROR(req.params.validate(r.vocab_size(), r.config().max_logprobs));
   return req;
 }

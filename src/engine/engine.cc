@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "core/logging.h"
+#include "engine/request_checks.h"
 
 namespace lancet {
 namespace {
@@ -67,22 +68,13 @@ Engine::~Engine() = default;
 StatusOr<int64_t> Engine::add_request(const GenerationRequest& req) {
   if (req.prompt.empty()) return InvalidArgument("the prompt is empty");
   const int64_t vocab = model_->vocab_size();
-  for (int32_t t : req.prompt) {
-    if (t < 0 || t >= vocab)
-      return InvalidArgument("prompt token id " + std::to_string(t) + " is outside the vocabulary (size " +
-                             std::to_string(vocab) + ")");
-  }
+  RETURN_IF_ERROR(check_token_ids(req.prompt, vocab).with_context("prompt"));
   RETURN_IF_ERROR(req.params.validate(vocab, config_.max_logprobs));
   if (!req.params.stop.empty() && !tokenizer_)
     return InvalidArgument("stop strings need a tokenizer; this model has none");
   const int64_t total = static_cast<int64_t>(req.prompt.size()) + req.params.max_tokens;
-  const int64_t max_len = config_.scheduler.max_model_len;
-  if (static_cast<int64_t>(req.prompt.size()) >= max_len || total > max_len) {
-    return OutOfRange("this model's maximum context length is " + std::to_string(max_len) +
-                      " tokens; the request has " + std::to_string(req.prompt.size()) +
-                      " prompt tokens and asks for " + std::to_string(req.params.max_tokens) +
-                      " more");
-  }
+  RETURN_IF_ERROR(check_context_length(static_cast<int64_t>(req.prompt.size()), req.params.max_tokens,
+                                       config_.scheduler.max_model_len));
   if (KvCacheManager::blocks_for(total, model_->block_size()) > kv_->num_blocks()) {
     return OutOfRange("the request needs " + std::to_string(total) +
                       " tokens of KV cache; the cache holds " +

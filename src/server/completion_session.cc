@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <ctime>
 
+#include "engine/request_checks.h"
 #include "server/sse.h"
 
 namespace lancet::server {
@@ -74,14 +75,9 @@ std::optional<ApiError> CompletionSession::encode_prompts(std::vector<std::vecto
       if (!ids.ok()) return bad_request(ids.status().message(), param);
       prompts->push_back(std::move(*ids));
     }
-    const int64_t vocab = model_->vocab_size();
     for (auto& ids : req_.token_prompts) {
-      for (int32_t t : ids) {
-        if (t >= vocab)
-          return bad_request("prompt token id " + std::to_string(t) + " is outside the vocabulary (size " +
-                                 std::to_string(vocab) + ")",
-                             param);
-      }
+      const Status st = check_token_ids(ids, model_->vocab_size());
+      if (!st.ok()) return bad_request(st.message(), param);
       prompts->push_back(std::move(ids));
     }
   }
@@ -102,15 +98,8 @@ std::optional<ApiError> CompletionSession::submit() {
     g.params = req_.params;
     int64_t max_tokens = req_.max_tokens_set ? req_.params.max_tokens : (chat() ? max_len - len : 16);
     if (!req_.max_tokens_set) max_tokens = std::min<int64_t>(max_tokens, std::max<int64_t>(max_len - len, 1));
-    if (len + max_tokens > max_len || max_tokens < 1) {
-      return ApiError{400,
-                      "This model's maximum context length is " + std::to_string(max_len) +
-                          " tokens. However, you requested " + std::to_string(len + max_tokens) + " tokens (" +
-                          std::to_string(len) + " in the " + (chat() ? "messages" : "prompt") + ", " +
-                          std::to_string(max_tokens) + " in the completion). Please reduce the length of the " +
-                          (chat() ? "messages" : "prompt") + " or completion.",
-                      "invalid_request_error", param, "context_length_exceeded"};
-    }
+    const Status fits = check_context_length(len, max_tokens, max_len, param);
+    if (!fits.ok()) return ApiError{400, fits.message(), "invalid_request_error", param, "context_length_exceeded"};
     g.params.max_tokens = static_cast<int32_t>(max_tokens);
     g.params.min_tokens = std::min(g.params.min_tokens, g.params.max_tokens);
     prompt_lens_.push_back(len);

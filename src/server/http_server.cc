@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "core/logging.h"
+#include "engine/request_checks.h"
 #include "server/auth.h"
 #include "server/chat_page.h"
 #include "server/client_connection.h"
@@ -185,9 +186,8 @@ void HttpServer::Impl::handle_detokenize(const std::string& body, httplib::Respo
   std::vector<int32_t> ids;
   if (auto e = parse_detokenize_request(body, config.limits, &ids)) return send_error(res, *e);
   if (!m->has_tokenizer()) return send_error(res, bad_request("this model has no tokenizer"));
-  for (int32_t t : ids)
-    if (t >= m->vocab_size())
-      return send_error(res, bad_request("token id " + std::to_string(t) + " is outside the vocabulary", "tokens"));
+  if (const Status st = check_token_ids(ids, m->vocab_size()); !st.ok())
+    return send_error(res, bad_request(st.message(), "tokens"));
   send_json(res, Json{{"prompt", m->decode(ids)}});
 }
 
