@@ -207,8 +207,12 @@ int main(int argc, char** argv) {
   bench_attention(**be, 64, 1024, 1);
   bench_attention(**be, 256, 2048, 1);
   bench_attention(**be, 256, 2048, 1, DType::kF8E4M3);
+  // Prompt attention: a 4K prompt, chunks late in 32K and 128K contexts, a whole 32K prompt in
+  // one chunk, and the 32K chunk over an FP8 cache.
   bench_attention(**be, 1, 4096, 4096);
   bench_attention(**be, 1, 32768, 2048);
+  bench_attention(**be, 1, 32768, 2048, DType::kF8E4M3);
   bench_attention(**be, 1, 131072, 256);
+  bench_attention(**be, 1, 32768, 32768);
   return 0;
 }
