@@ -96,7 +96,8 @@ StatusOr<int64_t> Engine::add_request(const GenerationRequest& req) {
     seq->prompt_len = static_cast<int64_t>(req.prompt.size());
     seq->params = req.params;
     seq->seed = base_seed + static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull;
-    if (tokenizer_) seq->text = std::make_unique<TextStream>(*tokenizer_, req.params.stop);
+    if (tokenizer_)
+      seq->text = std::make_unique<TextStream>(*tokenizer_, req.params.stop, req.params.include_stop_str_in_output);
     ids.push_back(seq->id);
     // Choices after the first wait until the first has computed the prompt, then find its
     // full blocks in the prefix cache instead of computing them again.

@@ -176,6 +176,30 @@ Err parse_logit_bias(const json& obj, const RequestLimits& lim, SamplingParams* 
   return std::nullopt;
 }
 
+// vLLM extensions that would change the output and that this server does not implement: a
+// request that sets one gets a 400 naming it instead of an answer that silently ignores it.
+// null, false and 0 mean "not set" (clients send defaults); tool_choice needs tools, as OpenAI says.
+Err refuse_unsupported(const json& obj, ApiKind kind) {
+  static constexpr const char* kOutputChanging[] = {
+      "guided_json", "guided_choice", "guided_regex", "guided_grammar", "structured_outputs", "prompt_logprobs"};
+  auto set = [](const json* v) {
+    return v && !v->is_null() && !(v->is_boolean() && !v->get<bool>()) && !(v->is_number() && v->get<double>() == 0);
+  };
+  for (const char* name : kOutputChanging)
+    if (set(field(obj, name)))
+      return bad_request(std::string("'") + name + "' is not supported by this server; see docs/API.md", name);
+  if (kind == ApiKind::kChat && set(field(obj, "continue_final_message")))
+    return bad_request("'continue_final_message' is not supported by this server; see docs/API.md",
+                       "continue_final_message");
+  if (const json* tc = field(obj, "tool_choice"); tc && !tc->is_null()) {
+    const json* tools = field(obj, "tools");
+    const bool none = tc->is_string() && tc->get<std::string>() == "none";
+    if ((!tools || tools->empty()) && !none)
+      return bad_request("'tool_choice' is only allowed when 'tools' are given", "tool_choice");
+  }
+  return std::nullopt;
+}
+
 // Fields both endpoints share: sampling knobs, limits, streaming.
 Err parse_common(const json& obj, const RequestLimits& lim, ApiRequest* r) {
   SamplingParams& p = r->params;
@@ -208,6 +232,8 @@ Err parse_common(const json& obj, const RequestLimits& lim, ApiRequest* r) {
   }
   if (auto e = get_bool(obj, "ignore_eos", &p.ignore_eos)) return e;
   if (auto e = parse_stop(obj, lim, &p)) return e;
+  if (auto e = get_bool(obj, "include_stop_str_in_output", &p.include_stop_str_in_output)) return e;
+  if (auto e = refuse_unsupported(obj, r->kind)) return e;
   if (auto e = parse_logit_bias(obj, lim, &p)) return e;
   if (auto e = get_string(obj, "user", &r->user)) return e;
   if (auto e = get_bool(obj, "return_tokens_as_token_ids", &r->tokens_as_ids)) return e;

@@ -207,6 +207,16 @@ def scenario_api():
           "stop string %r ends the text: %r" % (stop, r.choices[0].text))
     r = c.completions.create(model=model, prompt=prompt, max_tokens=12, temperature=0, stop=stop, stream=True)
     check("".join(ch.choices[0].text for ch in r if ch.choices) == full[:full.index(stop)], "streamed stop")
+    # vLLM's include_stop_str_in_output keeps the stop string; unsupported extensions are refused.
+    r = c.completions.create(model=model, prompt=prompt, max_tokens=12, temperature=0, stop=[stop, "zzzz"],
+                             extra_body={"include_stop_str_in_output": True})
+    check(r.choices[0].text == full[:full.index(stop) + len(stop)] and r.choices[0].finish_reason == "stop",
+          "include_stop_str_in_output keeps %r: %r" % (stop, r.choices[0].text))
+    try:
+        c.completions.create(model=model, prompt=prompt, max_tokens=4, extra_body={"guided_choice": ["a", "b"]})
+        check(False, "guided_choice must be refused")
+    except openai.BadRequestError as e:
+        check("guided_choice" in str(e), "guided_choice refused by name: %s" % e)
 
     # Other endpoints.
     status, tok = http("POST", "/tokenize", {"prompt": prompt})

@@ -103,6 +103,17 @@ TEST(OpenAiJson, BadChatRequestsAre400WithTheField) {
       {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})", "tools"},
       {R"({"messages": [{"role": "user", "content": "x"}], "min_tokens": 10, "max_tokens": 5})", "min_tokens"},
       {R"({"messages": [{"role": "user", "content": "x"}], "best_of": 3})", "best_of"},
+      // vLLM extensions that would change the output are refused, not ignored.
+      {R"({"messages": [{"role": "user", "content": "x"}], "guided_json": {"type": "object"}})", "guided_json"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "guided_choice": ["a", "b"]})", "guided_choice"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "guided_regex": "a+"})", "guided_regex"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "prompt_logprobs": 1})", "prompt_logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "continue_final_message": true})",
+       "continue_final_message"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "auto"})", "tool_choice"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required", "tools": []})", "tool_choice"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "include_stop_str_in_output": "yes"})",
+       "include_stop_str_in_output"},
   };
   for (const BadCase& c : cases) {
     ApiRequest r;
@@ -115,6 +126,24 @@ TEST(OpenAiJson, BadChatRequestsAre400WithTheField) {
     EXPECT_EQ(env["error"]["type"], "invalid_request_error");
     EXPECT_TRUE(env["error"]["code"].is_string()) << env.dump();
   }
+}
+
+// Clients that send the extensions' defaults (null, false, 0, tool_choice "none") are served.
+TEST(OpenAiJson, ExtensionDefaultsAndIncludeStopAreAccepted) {
+  ApiRequest r;
+  auto err = parse_chat_request(
+      R"({"messages": [{"role": "user", "content": "x"}], "guided_json": null, "prompt_logprobs": 0,
+          "continue_final_message": false, "tool_choice": "none", "include_stop_str_in_output": true,
+          "stop": ["."]})",
+      RequestLimits{}, &r);
+  ASSERT_FALSE(err.has_value()) << err->message;
+  EXPECT_TRUE(r.params.include_stop_str_in_output);
+  ApiRequest c;
+  err = parse_completion_request(R"({"prompt": "x", "prompt_logprobs": 2})", RequestLimits{}, &c);
+  ASSERT_TRUE(err.has_value());
+  EXPECT_EQ(err->param, "prompt_logprobs");
+  EXPECT_FALSE(parse_completion_request(R"({"prompt": "x"})", RequestLimits{}, &c).has_value());
+  EXPECT_FALSE(c.params.include_stop_str_in_output);
 }
 
 // OpenAI sends `code` as a string (or null); one type on every path, a default per status.
