@@ -15,8 +15,8 @@
 
 #include "backend/backend.h"
 #include "core/thread_pool.h"
+#include "eval/golden_eval.h"
 #include "io/model_source.h"
-#include "model/golden_eval.h"
 #include "model/llama_model.h"
 
 using namespace lancet;

@@ -1,7 +1,7 @@
 // `lancet eval-needle`: the needle-in-a-haystack long-context test. For every length x depth
 // a passphrase sentence is hidden at that depth of filler prose filling `length` tokens of
 // context (prompt + answer), the model is asked for it through its chat template and answers
-// greedily; the answer is scored exact / found (model/needle_haystack.h). Cases run one at a
+// greedily; the answer is scored exact / found (eval/needle_haystack.h). Cases run one at a
 // time, so TTFT is the prefill time of that length. Lengths past max_model_len are reported as
 // skipped with the reason. Prints a table, and the full report as JSON with --json FILE.
 #include <CLI/CLI.hpp>
@@ -15,7 +15,7 @@
 #include "cli/commands.h"
 #include "cli/runtime_flags.h"
 #include "core/logging.h"
-#include "model/needle_haystack.h"
+#include "eval/needle_haystack.h"
 
 namespace lancet::cli {
 namespace {

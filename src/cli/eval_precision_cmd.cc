@@ -18,12 +18,12 @@
 #include "backend/backend.h"
 #include "cli/commands.h"
 #include "core/thread_pool.h"
+#include "eval/golden_eval.h"
+#include "eval/precision_eval.h"
 #include "io/model_source.h"
 #include "io/text_file.h"
-#include "model/golden_eval.h"
 #include "model/kv_calibration.h"
 #include "model/llama_model.h"
-#include "model/precision_eval.h"
 #include "tokenizer/model_tokenizer.h"
 
 namespace lancet::cli {

@@ -102,7 +102,8 @@ StatusOr<KvScales> calibrate_checkpoint_kv_scales(const ModelSource& src, const 
     LOG_WARN("kv calibration: " << truncated << " prompt(s) cut to the model's " << model->max_model_len()
                                 << " positions");
   ASSIGN_OR_RETURN(KvScales scales,
-                   calibrate_kv_scales(*model, *be, prompts, co, cal.static_activations ? activations : nullptr));
+                   calibrate_kv_and_activation_scales(*model, *be, prompts, co,
+                                                      cal.static_activations ? activations : nullptr));
   LOG_INFO("kv calibration: " << prompts.size() << " prompts, " << tokens << " tokens, margin " << cal.margin);
   return scales;
 }

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "core/status.h"
+#include "eval/activation_scales.h"
 #include "io/model_source.h"
-#include "model/activation_scales.h"
 #include "model/kv_calibration.h"
 
 namespace lancet::cli {

@@ -30,11 +30,11 @@
 
 #include "cli/commands.h"
 #include "cli/quantize_calibration.h"
+#include "eval/activation_scales.h"
 #include "io/gguf_convert.h"
 #include "io/model_source.h"
 #include "io/safetensors.h"
 #include "io/text_file.h"
-#include "model/activation_scales.h"
 #include "quant/fp8_weights.h"
 
 namespace lancet::cli {

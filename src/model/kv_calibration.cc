@@ -87,7 +87,7 @@ KvScales kv_scales_from_absmax(const std::vector<float>& k_absmax, const std::ve
 
 StatusOr<KvScales> calibrate_kv_scales(LlamaModel& model, Backend& backend,
                                        const std::vector<std::vector<int32_t>>& prompts,
-                                       const KvCalibrationOptions& opts, ActivationScales* activations) {
+                                       const KvCalibrationOptions& opts, ActivationAbsmaxObserver* activations) {
   if (!(opts.margin >= 1.f && opts.margin <= 16.f))
     return InvalidArgument("kv calibration: margin must be in [1, 16]");
   const int64_t max_len = model.max_model_len();
@@ -101,8 +101,7 @@ StatusOr<KvScales> calibrate_kv_scales(LlamaModel& model, Backend& backend,
   obs.k_absmax.assign(model.config().num_layers, 0.f);
   obs.v_absmax.assign(model.config().num_layers, 0.f);
   model.set_kv_observer(&obs);
-  ActivationAbsmaxObserver act;
-  if (activations) model.set_activation_observer(&act);
+  if (activations) model.set_activation_observer(activations);
   Status st = OkStatus();
   std::vector<float> logits;
   for (const auto& p : prompts) {
@@ -124,11 +123,8 @@ StatusOr<KvScales> calibrate_kv_scales(LlamaModel& model, Backend& backend,
   model.set_activation_observer(nullptr);
   if (!st.ok()) return st.with_context("kv calibration");
   if (obs.saw_non_finite) return FailedPrecondition("kv calibration: the model produced non-finite keys or values");
-  if (activations) {
-    if (act.saw_non_finite)
-      return FailedPrecondition("activation calibration: the model produced non-finite activations");
-    *activations = activation_scales_from_absmax(act, opts.margin);
-  }
+  if (activations && activations->saw_non_finite)
+    return FailedPrecondition("activation calibration: the model produced non-finite activations");
   KvScales s = kv_scales_from_absmax(obs.k_absmax, obs.v_absmax, opts.margin);
   LOG_DEBUG("kv calibration: " << obs.tokens << " tokens, margin " << opts.margin);
   return s;

@@ -13,7 +13,7 @@
 
 #include "core/status.h"
 #include "io/model_source.h"
-#include "model/activation_scales.h"
+#include "model/fp8_scales.h"
 #include "model/llama_model.h"
 
 namespace lancet {
@@ -51,12 +51,14 @@ struct KvCalibrationOptions {
 // sequence per step, on a scratch cache of its own, and returns the scales. Fails when a
 // prompt list is empty or the model produces non-finite K/V. A layer whose absmax is 0 (dummy
 // weights) gets the smallest scale that still keeps a few normal E4M3 steps, never 0. With
-// `activations`, the same pass also records the inputs of every linear projection and fills
-// static activation scales with the same margin (model/activation_scales.h); f32 activations
-// only (the CPU backend, weights not FP8).
+// `activations`, the same pass also folds the inputs of every linear projection into that
+// observer (and fails when they are not finite); the static activation scales are made from
+// it in eval/activation_scales.h (calibrate_kv_and_activation_scales). f32 activations only
+// (the CPU backend, weights not FP8).
 StatusOr<KvScales> calibrate_kv_scales(LlamaModel& model, Backend& backend,
                                        const std::vector<std::vector<int32_t>>& prompts,
-                                       const KvCalibrationOptions& opts = {}, ActivationScales* activations = nullptr);
+                                       const KvCalibrationOptions& opts = {},
+                                       ActivationAbsmaxObserver* activations = nullptr);
 
 // Scales from per-layer absmax values (what calibrate_kv_scales applies).
 KvScales kv_scales_from_absmax(const std::vector<float>& k_absmax, const std::vector<float>& v_absmax, float margin);

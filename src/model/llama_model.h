@@ -9,7 +9,7 @@
 
 #include "backend/backend.h"
 #include "io/model_source.h"
-#include "model/activation_scales.h"
+#include "model/fp8_scales.h"
 #include "model/kv_cache.h"
 #include "model/llama_weights.h"
 #include "model/rope.h"
@@ -68,7 +68,7 @@ class LlamaModel {
   // layer's K (after rope) and V rows to the host and folds their absmax into the observer.
   // Null (the default) costs one pointer test per layer.
   void set_kv_observer(KvAbsmaxObserver* observer) { kv_observer_ = observer; }
-  // Static activation scale calibration (model/activation_scales.h): while set, every step
+  // Static activation scale calibration (model/fp8_scales.h): while set, every step
   // copies the inputs of each layer's linear projections to the host and folds their absmax
   // into the observer.
   void set_activation_observer(ActivationAbsmaxObserver* observer) { act_observer_ = observer; }

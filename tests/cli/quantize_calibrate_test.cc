@@ -2,7 +2,7 @@
 // empty prompt file, text prompts for a model without a tokenizer, and out-of-range token ids
 // are errors that name the file (exit 1, like any other quantize failure, and nothing is
 // written); flag misuse is a usage error (exit 2). The scales themselves are checked in
-// tests/model/quantize_calibrate_test.cc.
+// tests/eval/quantize_calibrate_test.cc.
 #include <gtest/gtest.h>
 
 #include <filesystem>

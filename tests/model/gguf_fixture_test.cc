@@ -6,10 +6,10 @@
 #include <cstdio>
 
 #include "backend/backend.h"
+#include "eval/golden_eval.h"
 #include "io/gguf_convert.h"
 #include "io/model_source.h"
 #include "io/safetensors.h"
-#include "model/golden_eval.h"
 #include "model/llama_model.h"
 #include "test_paths.h"
 

@@ -12,11 +12,11 @@
 #include <set>
 #include <nlohmann/json.hpp>
 
+#include "eval/golden_eval.h"
+#include "eval/precision_eval.h"
 #include "io/model_source.h"
 #include "io/safetensors.h"
-#include "model/golden_eval.h"
 #include "model/llama_model.h"
-#include "model/precision_eval.h"
 #include "quant/fp8_weights.h"
 #include "test_paths.h"
 

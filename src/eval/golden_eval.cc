@@ -1,5 +1,5 @@
 // eval_golden_case: prompt (optionally chunked) -> logits at stored positions -> greedy decode.
-#include "model/golden_eval.h"
+#include "eval/golden_eval.h"
 
 #include <algorithm>
 #include <chrono>

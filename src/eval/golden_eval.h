@@ -1,7 +1,7 @@
 // Evaluation against golden logits written by Hugging Face (fixtures/*/golden.safetensors +
 // golden.json): for each case, logits at the stored prompt positions and the greedy
 // continuation decoded token by token through the paged cache. Used by `lancet eval-logits`
-// and the model tests.
+// and the eval and model tests.
 #pragma once
 
 #include <cstdint>

@@ -17,14 +17,14 @@
 #include <sstream>
 
 #include "backend/backend.h"
+#include "eval/activation_scales.h"
+#include "eval/golden_eval.h"
+#include "eval/precision_eval.h"
 #include "io/model_source.h"
-#include "quant/fp8_weights.h"
-#include "model/golden_eval.h"
-#include "model/activation_scales.h"
 #include "model/kv_calibration.h"
 #include "model/llama_model.h"
-#include "model/precision_eval.h"
 #include "model/step.h"
+#include "quant/fp8_weights.h"
 #include "test_paths.h"
 
 namespace lancet {
@@ -269,7 +269,7 @@ TEST(QuantizeStaticActivations, InputScalesFollowTheLayerInputsAndLeaveLancetsLo
   auto model = LlamaModel::create(**src, **be, {});
   ASSERT_TRUE(model.ok());
   ActivationScales act;
-  ASSERT_TRUE(calibrate_kv_scales(**model, **be, prompts, KvCalibrationOptions{}, &act).ok());
+  ASSERT_TRUE(calibrate_kv_and_activation_scales(**model, **be, prompts, KvCalibrationOptions{}, &act).ok());
   for (int64_t l = 0; l < L; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     expect_rel_near(raw.at(p + "self_attn.q_proj.input_scale"), act.qkv[l], p + "qkv");

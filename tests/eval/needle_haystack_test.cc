@@ -1,4 +1,4 @@
-// Needle cases (model/needle_haystack.h): list parsing, passphrases, the haystack fitted under
+// Needle cases (eval/needle_haystack.h): list parsing, passphrases, the haystack fitted under
 // a token budget with the needle at the asked depth, and answer scoring.
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <regex>
 #include <set>
 
-#include "model/needle_haystack.h"
+#include "eval/needle_haystack.h"
 
 namespace lancet {
 namespace {

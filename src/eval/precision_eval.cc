@@ -1,5 +1,5 @@
 // eval_precision: prompts and a text through two models, logits compared position by position.
-#include "model/precision_eval.h"
+#include "eval/precision_eval.h"
 
 #include <algorithm>
 #include <chrono>

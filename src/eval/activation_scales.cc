@@ -1,44 +1,9 @@
-// Activation absmax observation and the static scales made from it.
-#include "model/activation_scales.h"
+// Static activation scales from the calibration pass's absmax.
+#include "eval/activation_scales.h"
 
-#include <algorithm>
-#include <cmath>
 #include <cstdlib>
 
-#include "core/dtype.h"
-
 namespace lancet {
-namespace {
-
-std::vector<float>& slot(ActivationAbsmaxObserver& o, LinearInput which) {
-  switch (which) {
-    case LinearInput::kQkv: return o.qkv;
-    case LinearInput::kO: return o.o;
-    case LinearInput::kGateUp: return o.gate_up;
-    default: return o.down;
-  }
-}
-
-}  // namespace
-
-void ActivationAbsmaxObserver::observe(int64_t layer, LinearInput which, const float* x, int64_t n) {
-  if (layer < 0) return;
-  std::vector<float>& v = slot(*this, which);
-  const auto l = static_cast<size_t>(layer);
-  if (v.size() <= l) v.resize(l + 1, 0.f);
-  float m = v[l];
-  for (int64_t i = 0; i < n; ++i) {
-    const float a = std::fabs(x[i]);
-    if (!std::isfinite(a)) {
-      saw_non_finite = true;
-      continue;
-    }
-    m = std::max(m, a);
-  }
-  v[l] = m;
-}
-
-float fp8_scale_from_absmax(float absmax, float margin) { return std::max(absmax, 1e-6f) * margin / kFp8E4M3Max; }
 
 ActivationScales activation_scales_from_absmax(const ActivationAbsmaxObserver& obs, float margin) {
   auto scales = [margin](const std::vector<float>& absmax) {
@@ -47,6 +12,17 @@ ActivationScales activation_scales_from_absmax(const ActivationAbsmaxObserver& o
     return out;
   };
   return ActivationScales{scales(obs.qkv), scales(obs.o), scales(obs.gate_up), scales(obs.down)};
+}
+
+StatusOr<KvScales> calibrate_kv_and_activation_scales(LlamaModel& model, Backend& backend,
+                                                      const std::vector<std::vector<int32_t>>& prompts,
+                                                      const KvCalibrationOptions& opts,
+                                                      ActivationScales* activations) {
+  if (!activations) return calibrate_kv_scales(model, backend, prompts, opts);
+  ActivationAbsmaxObserver act;
+  ASSIGN_OR_RETURN(KvScales s, calibrate_kv_scales(model, backend, prompts, opts, &act));
+  *activations = activation_scales_from_absmax(act, opts.margin);
+  return s;
 }
 
 float activation_scale_for(const ActivationScales& s, const std::string& module) {

@@ -1,7 +1,7 @@
 // The haystack of the needle test: plain prose written for this project (a year in a small
 // harbour town), with no passphrases, codes or digits that could be mistaken for the needle.
 // build_haystack() repeats it to any length.
-#include "model/needle_haystack.h"
+#include "eval/needle_haystack.h"
 
 namespace lancet {
 

@@ -9,8 +9,8 @@
 #include <cstdio>
 
 #include "backend/backend.h"
+#include "eval/golden_eval.h"
 #include "io/model_source.h"
-#include "model/golden_eval.h"
 #include "test_paths.h"
 
 namespace lancet {

@@ -1,6 +1,6 @@
 // Needle cases: parsing the length and depth lists, passphrases, fitting the filler to a
 // token budget, and scoring answers.
-#include "model/needle_haystack.h"
+#include "eval/needle_haystack.h"
 
 #include <algorithm>
 #include <cctype>
