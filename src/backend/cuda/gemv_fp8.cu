@@ -8,7 +8,7 @@
 //    every CTA, straight from f32 x, with the rule every FP8 producer shares (kernels.h), so no
 //    separate quantization kernel runs and a CTA's result does not depend on any other's;
 //  - each lane streams 16 contiguous bytes of two rows per 64-byte k-block (L1-bypassing loads,
-//    two stages in flight, the first issued before pdl_wait: weights are constant). The MMA's k
+//    two stages in flight, both issued before pdl_wait: weights are constant). The MMA's k
 //    order is a permutation of memory order, applied to x's fragment alike (a dot product does not
 //    depend on the order of its terms).
 // The f32 accumulation inside one MMA is the tensor cores' (as the prefill GEMM's fast mode).
@@ -111,13 +111,17 @@ __device__ __forceinline__ void multiply_stage(const uint4 (&v)[kStage][M][2], f
   }
 }
 
-// x rows [n, k] f32 -> E4M3 in shared memory ([n][xstride], zero past k) and their scales.
+// x rows [n, k] f32 (k a multiple of 16, rows 16-byte aligned) -> E4M3 in shared memory
+// ([n][xstride], zero past k) and their scales; four values per access.
 __device__ void quantize_x(const float* __restrict__ x, int n, int64_t k, int64_t xstride, unsigned char* xq,
                            float* xscale, float* red) {
   for (int b = 0; b < n; ++b) {
-    const float* xr = x + b * k;
+    const float4* xr = reinterpret_cast<const float4*>(x + b * k);
     float m = 0.0f;
-    for (int64_t i = threadIdx.x; i < k; i += kThreads) m = fmaxf(m, fabsf(xr[i]));
+    for (int64_t i = threadIdx.x; i < k / 4; i += kThreads) {
+      const float4 v = __ldg(xr + i);
+      m = fmaxf(m, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+    }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
     if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = m;
@@ -129,8 +133,14 @@ __device__ void quantize_x(const float* __restrict__ x, int n, int64_t k, int64_
     }
     __syncthreads();
     const float inv = 1.0f / xscale[b];
-    __nv_fp8_e4m3* q = reinterpret_cast<__nv_fp8_e4m3*>(xq + b * xstride);
-    for (int64_t i = threadIdx.x; i < xstride; i += kThreads) q[i] = __nv_fp8_e4m3(i < k ? xr[i] * inv : 0.0f);
+    unsigned* q = reinterpret_cast<unsigned*>(xq + b * xstride);
+    for (int64_t i = threadIdx.x; i < xstride / 4; i += kThreads) {
+      const float4 v = 4 * i < k ? __ldg(xr + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      const __nv_fp8_e4m3 e[4] = {__nv_fp8_e4m3(v.x * inv), __nv_fp8_e4m3(v.y * inv), __nv_fp8_e4m3(v.z * inv),
+                                  __nv_fp8_e4m3(v.w * inv)};
+      q[i] = static_cast<unsigned>(e[0].__x) | static_cast<unsigned>(e[1].__x) << 8 |
+             static_cast<unsigned>(e[2].__x) << 16 | static_cast<unsigned>(e[3].__x) << 24;
+    }
   }
   __syncthreads();
 }
@@ -149,8 +159,10 @@ __global__ void __launch_bounds__(kThreads) gemv_fp8_kernel(const GemvParams p, 
   }
   const int64_t nblk = (p.k + kBlock - 1) / kBlock;
   const int64_t blk_begin = nblk * warp / kWarps, blk_end = nblk * (warp + 1) / kWarps;
+  // Two stages of weights in flight before the wait and x's quantization (weights are constant).
   uint4 va[kStage][M][2], vb[kStage][M][2];
-  load_stage<M>(va, rows, blk_begin, blk_end, t, p.k);  // weights only: before the wait
+  load_stage<M>(va, rows, blk_begin, blk_end, t, p.k);
+  if (blk_begin + kStage < blk_end) load_stage<M>(vb, rows, blk_begin + kStage, blk_end, t, p.k);
   pdl_wait();
 
   const int n = static_cast<int>(p.n);
@@ -163,11 +175,11 @@ __global__ void __launch_bounds__(kThreads) gemv_fp8_kernel(const GemvParams p, 
 #pragma unroll
   for (int m = 0; m < M; ++m) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.0f;
   for (int64_t b = blk_begin; b < blk_end; b += 2 * kStage) {
-    if (b + kStage < blk_end) load_stage<M>(vb, rows, b + kStage, blk_end, t, p.k);
     multiply_stage<M>(va, acc, xq, xstride, n, b, blk_end, g, t);
-    if (b + kStage >= blk_end) break;
     if (b + 2 * kStage < blk_end) load_stage<M>(va, rows, b + 2 * kStage, blk_end, t, p.k);
+    if (b + kStage >= blk_end) break;
     multiply_stage<M>(vb, acc, xq, xstride, n, b + kStage, blk_end, g, t);
+    if (b + 3 * kStage < blk_end) load_stage<M>(vb, rows, b + 3 * kStage, blk_end, t, p.k);
   }
 
   pdl_launch_dependents();  // the next kernel may start its prologue during the epilogue
