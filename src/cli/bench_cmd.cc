@@ -18,6 +18,7 @@
 #include <sys/resource.h>
 
 #include "cli/commands.h"
+#include "cli/parse_args.h"
 #include "cli/runtime_flags.h"
 #include "core/logging.h"
 #include "engine/engine.h"
@@ -210,7 +211,7 @@ int bench_throughput(int argc, char** argv) {
   app.add_option("--top-k", sp.top_k, "0 = off")->capture_default_str();
   app.add_flag("--sequential", sequential, "run the same prompts one at a time (the baseline)");
   app.add_flag("--json", json);
-  CLI11_PARSE(app, argc, argv);
+  if (const int parsed = parse_args(app, argc, argv); parsed >= 0) return parsed;
   set_log_level(LogLevel::kWarning);
   sp.max_tokens = output_len;
   auto rt = Runtime::create(rc);
@@ -389,7 +390,7 @@ int bench_latency(int argc, char** argv) {
   app.add_option("--roofline-weight-gb", o.weight_gb, "bytes read per token (GB), for % of roofline");
   app.add_option("--roofline-bandwidth-tbs", o.bandwidth_tbs, "memory bandwidth (TB/s), for % of roofline");
   app.add_flag("--json", o.json);
-  CLI11_PARSE(app, argc, argv);
+  if (const int parsed = parse_args(app, argc, argv); parsed >= 0) return parsed;
   set_log_level(LogLevel::kWarning);
   sp.max_tokens = o.output_len;
   std::vector<int> lengths;

@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#include "cli/parse_args.h"
 #include "server/serve_benchmark.h"
 
 namespace lancet::cli {
@@ -35,12 +36,7 @@ int cmd_bench_serve(int argc, char** argv) {
   app.add_option("--background-output-len", c.background_output_len, "tokens the background request generates")
       ->capture_default_str();
   app.add_flag("--json", json, "print one JSON object instead of the table");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : 2;
-  }
+  if (const int parsed = parse_args(app, argc, argv); parsed >= 0) return parsed;
   if (c.api_key.empty()) {
     if (const char* env = std::getenv("LANCET_API_KEY")) c.api_key = env;
   }

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/backend.h"
+#include "cli/parse_args.h"
 #include "core/thread_pool.h"
 #include "eval/golden_eval.h"
 #include "io/model_source.h"
@@ -42,11 +43,7 @@ int cmd_eval_logits(int argc, char** argv) {
   app.add_option("--activation-precision", precision,
                  "GPU GEMM inputs: exact (bf16 hi+lo, close to f32) or fast (bf16, as served)")
       ->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (const int parsed = lancet::cli::parse_args(app, argc, argv); parsed >= 0) return parsed;
   if (threads > 0) set_default_threads(threads);
   auto fail = [](const Status& s) {
     std::fprintf(stderr, "eval-logits: %s\n", s.to_string().c_str());

@@ -13,6 +13,7 @@
 #include <map>
 
 #include "cli/commands.h"
+#include "cli/parse_args.h"
 #include "cli/runtime_flags.h"
 #include "core/logging.h"
 #include "eval/needle_haystack.h"
@@ -179,7 +180,7 @@ int cmd_eval_needle(int argc, char** argv) {
   app.add_option("--max-tokens", opt.max_tokens, "answer tokens (greedy)")->capture_default_str();
   app.add_option("--seed", opt.seed, "picks the passphrases")->capture_default_str();
   app.add_option("--json", opt.json_path, "write the full report to this file ('-' = stdout, no table)");
-  CLI11_PARSE(app, argc, argv);
+  if (const int parsed = parse_args(app, argc, argv); parsed >= 0) return parsed;
   auto lengths = parse_needle_lengths(opt.lengths);
   auto depths = parse_needle_depths(opt.depths);
   for (const Status& s : {lengths.status(), depths.status()}) {

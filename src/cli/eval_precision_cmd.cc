@@ -17,6 +17,7 @@
 
 #include "backend/backend.h"
 #include "cli/commands.h"
+#include "cli/parse_args.h"
 #include "core/thread_pool.h"
 #include "eval/golden_eval.h"
 #include "eval/precision_eval.h"
@@ -230,11 +231,7 @@ int cmd_eval_precision(int argc, char** argv) {
   app.add_option("--threads", f.threads, "CPU threads (0 = all)");
   app.add_flag("--json", f.json, "print the report as JSON");
   app.add_flag("--check", f.check, "exit 1 below top-1 98%, mean cosine 0.992 or perplexity +2%");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (const int parsed = parse_args(app, argc, argv); parsed >= 0) return parsed;
   Status st = run(f);
   if (!st.ok()) {
     std::fprintf(stderr, "lancet eval-precision: %s\n", st.to_string().c_str());

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/parse_args.h"
 #include "cli/prompts_file.h"
 #include "cli/runtime_flags.h"
 #include "core/logging.h"
@@ -133,7 +134,7 @@ int cmd_generate(int argc, char** argv) {
   app.add_flag("--chat", chat, "send the prompt as a user message through the chat template");
   app.add_flag("--json", json, "print one JSON object (ids, text, finish_reason, timings)");
   app.add_flag("--quiet,-q", quiet, "no log lines on stderr");
-  CLI11_PARSE(app, argc, argv);
+  if (const int parsed = parse_args(app, argc, argv); parsed >= 0) return parsed;
   if (static_cast<int>(!prompt.empty()) + !prompt_ids.empty() + !prompts_file.empty() != 1) {
     std::fprintf(stderr, "lancet generate: give exactly one of --prompt, --prompt-ids and --prompts-file\n");
     return 2;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/parse_args.h"
 #include "io/model_source.h"
 
 namespace lancet::cli {
@@ -143,11 +144,7 @@ int cmd_inspect(int argc, char** argv) {
   app.add_option("path", path, "HF model directory, config.json, .safetensors or .gguf")->required();
   app.add_flag("--json", json, "print one JSON object");
   app.add_flag("--tensors", list, "list every tensor (text output)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (const int parsed = parse_args(app, argc, argv); parsed >= 0) return parsed;
   auto src = open_model_source(path);
   if (!src.ok()) {
     std::fprintf(stderr, "lancet inspect: %s\n", src.status().to_string().c_str());

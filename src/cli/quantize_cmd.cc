@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/parse_args.h"
 #include "cli/quantize_calibration.h"
 #include "eval/activation_scales.h"
 #include "io/gguf_convert.h"
@@ -444,11 +445,7 @@ int cmd_quantize(int argc, char** argv) {
   app.add_flag("--static-activation-scales", static_act,
                "with --calibrate: also write a static input_scale for every quantized projection "
                "(input_activations static per-tensor, as FP8 checkpoints with static activations carry)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (const int parsed = parse_args(app, argc, argv); parsed >= 0) return parsed;
   if (scale_dtype != "f32" && scale_dtype != "bf16") {
     std::fprintf(stderr, "lancet quantize: --scale-dtype must be f32 or bf16\n");
     return 2;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/parse_args.h"
 #include "cli/runtime_flags.h"
 #include "core/logging.h"
 
@@ -27,7 +28,7 @@ int cmd_run(int argc, char** argv) {
   add_runtime_flags(app, &rc);
   add_sampling_flags(app, &sp, &seed);
   app.add_option("--system", system, "system message");
-  CLI11_PARSE(app, argc, argv);
+  if (const int parsed = parse_args(app, argc, argv); parsed >= 0) return parsed;
   if (seed >= 0) sp.seed = static_cast<uint64_t>(seed);
   set_log_level(LogLevel::kWarning);
   std::fprintf(stderr, "loading %s ...\n", rc.model.c_str());

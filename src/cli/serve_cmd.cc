@@ -17,6 +17,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#include "cli/parse_args.h"
 #include "cli/runtime_flags.h"
 #include "engine/runtime.h"
 #include "server/config_file.h"
@@ -111,12 +112,7 @@ int parse_serve_flags(int argc, char** argv, RuntimeConfig* rc, server::ServerCo
   std::vector<std::string> args;
   if (!expand_config(argc, argv, &args)) return 2;
   std::vector<std::string> reversed(args.rbegin(), args.rend());
-  try {
-    app.parse(reversed);
-  } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : 2;  // --help is 0; every parse error is a usage error
-  }
+  if (const int parsed = parse_args(app, reversed); parsed >= 0) return parsed;
   if (!positional_model.empty()) {
     if (!rc->model.empty() && rc->model != positional_model) {
       std::fprintf(stderr, "lancet serve: the model is given twice ('%s' and '%s')\n", positional_model.c_str(),

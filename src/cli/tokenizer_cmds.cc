@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/parse_args.h"
 #include "tokenizer/chat_template/chat_template.h"
 #include "tokenizer/model_tokenizer.h"
 
@@ -35,7 +36,7 @@ int cmd_tokenize(int argc, char** argv) {
   app.add_flag("--special", special, "parse special-token strings (e.g. <|eot_id|>) in the text");
   app.add_flag("--add-bos", bos, "put the BOS token first");
   app.add_flag("--json", json, "print a JSON list");
-  CLI11_PARSE(app, argc, argv);
+  if (const int parsed = parse_args(app, argc, argv); parsed >= 0) return parsed;
   auto b = load_tokenizer_bundle(model);
   if (!b.ok()) return fail("tokenize", b.status());
   std::string text = read_stdin();
@@ -55,7 +56,7 @@ int cmd_detokenize(int argc, char** argv) {
   bool skip = false;
   app.add_option("--model", model, "tokenizer.json, HF directory or .gguf")->required();
   app.add_flag("--skip-special", skip, "drop special tokens from the text");
-  CLI11_PARSE(app, argc, argv);
+  if (const int parsed = parse_args(app, argc, argv); parsed >= 0) return parsed;
   auto b = load_tokenizer_bundle(model);
   if (!b.ok()) return fail("detokenize", b.status());
   auto j = nlohmann::json::parse(read_stdin(), nullptr, /*allow_exceptions=*/false);
@@ -82,7 +83,7 @@ int cmd_chat_template(int argc, char** argv) {
   app.add_flag("--ids", ids, "print the token ids of the prompt (JSON) instead of the text");
   app.add_flag("--special-tokens-in-content", hf,
                "with --ids: parse special-token strings inside message content too (HF behaviour)");
-  CLI11_PARSE(app, argc, argv);
+  if (const int parsed = parse_args(app, argc, argv); parsed >= 0) return parsed;
   auto b = load_tokenizer_bundle(model);
   if (!b.ok()) return fail("chat-template", b.status());
   std::string source = b->chat_template.empty() ? builtin_llama3_template() : b->chat_template;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/parse_args.h"
 #include "core/sha256.h"
 #include "io/llama_tensors.h"
 #include "io/model_source.h"
@@ -66,11 +67,7 @@ int cmd_verify(int argc, char** argv) {
   app.add_option("path", path_arg, "HF model directory, .safetensors or .gguf")->required();
   app.add_flag("--write-manifest", write_manifest,
                "write SHA256SUMS (directory) or PATH.sha256 (file) with the hashes");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (const int parsed = parse_args(app, argc, argv); parsed >= 0) return parsed;
   const fs::path path(path_arg);
   if (!fs::exists(path)) {
     std::fprintf(stderr, "lancet verify: %s does not exist\n", path_arg.c_str());
