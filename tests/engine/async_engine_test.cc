@@ -11,6 +11,8 @@
 #include <random>
 #include <thread>
 
+#include "engine/successor_logits.h"
+
 namespace lancet {
 namespace {
 
@@ -23,12 +25,7 @@ class CountingModel : public ModelExecutor {
   Status execute(std::span<const SeqStepInput> batch, std::vector<float>* logits) override {
     logits->clear();
     if (fail_next.exchange(false)) return Internal("injected failure");
-    for (const auto& in : batch) {
-      if (!in.need_logits) continue;
-      std::vector<float> row(100, 0.0f);
-      row[(in.tokens.back() + 1) % 100] = 10.0f;
-      logits->insert(logits->end(), row.begin(), row.end());
-    }
+    testing::successor_logits(batch, 100, logits);
     std::this_thread::sleep_for(std::chrono::microseconds(200));
     return OkStatus();
   }
@@ -172,13 +169,7 @@ class SlowStepModel : public ModelExecutor {
   int32_t block_size() const override { return 16; }
   int64_t num_blocks() const override { return 200; }
   Status execute(std::span<const SeqStepInput> batch, std::vector<float>* logits) override {
-    logits->clear();
-    for (const auto& in : batch) {
-      if (!in.need_logits) continue;
-      std::vector<float> row(100, 0.0f);
-      row[(in.tokens.back() + 1) % 100] = 10.0f;
-      logits->insert(logits->end(), row.begin(), row.end());
-    }
+    testing::successor_logits(batch, 100, logits);
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
     return OkStatus();
   }
@@ -257,13 +248,7 @@ class LockstepModel : public ModelExecutor {
       if (!cv_.wait_for(lock, std::chrono::seconds(2), [&] { return received_ >= pass - 2; })) ++stalls;
     }
     passes_.store(pass);  // counted once past the gate: passes() is the pass that runs now
-    logits->clear();
-    for (const auto& in : batch) {
-      if (!in.need_logits) continue;
-      std::vector<float> row(100, 0.0f);
-      row[(in.tokens.back() + 1) % 100] = 10.0f;
-      logits->insert(logits->end(), row.begin(), row.end());
-    }
+    testing::successor_logits(batch, 100, logits);
     return OkStatus();
   }
   int64_t passes() const { return passes_.load(); }

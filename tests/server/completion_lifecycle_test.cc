@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/async_engine.h"
+#include "engine/successor_logits.h"
 #include "server/http_server.h"
 #include "server/httplib_include.h"
 #include "server/serving_model.h"
@@ -27,13 +28,7 @@ class MillisecondModel : public ModelExecutor {
   int32_t block_size() const override { return 16; }
   int64_t num_blocks() const override { return 400; }
   Status execute(std::span<const SeqStepInput> batch, std::vector<float>* logits) override {
-    logits->clear();
-    for (const auto& in : batch) {
-      if (!in.need_logits) continue;
-      std::vector<float> row(100, 0.0f);
-      row[(in.tokens.back() + 1) % 100] = 10.0f;
-      logits->insert(logits->end(), row.begin(), row.end());
-    }
+    testing::successor_logits(batch, 100, logits);
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
     return OkStatus();
   }

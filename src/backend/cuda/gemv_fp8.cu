@@ -18,6 +18,7 @@
 #include "backend/cuda/device_info.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/stream_load.cuh"
 
 namespace lancet::cuda {
 namespace {
@@ -29,14 +30,6 @@ constexpr int kBlock = 64;     // k bytes per lane-quad per step pair (4 lanes x
 constexpr int kStage = 2;      // k-blocks per pipeline stage
 constexpr int kXPad = 16;      // bytes after each quantized x row in shared memory
 constexpr int kMaxSmem = 200 * 1024;  // x rows of up to ~50K columns at kGemvMaxRows
-
-__device__ __forceinline__ uint4 load_stream(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
 
 // d += a . b on E4M3 operands (m16n8k32, f32 accumulators).
 __device__ __forceinline__ void mma_e4m3(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
