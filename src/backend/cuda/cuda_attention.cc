@@ -8,6 +8,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_info.h"
 #include "backend/cuda/kernels.h"
 
 namespace lancet::cuda {
@@ -88,6 +89,9 @@ Status CudaBackend::paged_attention(const PagedAttentionArgs& a, const KvCacheLa
         plan.partial = attn_partial_.as<float>();
       }
     }
+    if (c.dtype == DType::kBF16 && current_device_sm() == 90 && attention_prefill_sm90_available())
+      return launch_status(launch_attention_prefill_sm90(a, c, plan, err_word_.as<unsigned>(), ctx_->stream),
+                           "paged_attention");
     return launch_status(launch_flash_prefill_gqa(a, c, plan, err_word_.as<unsigned>(), ctx_->stream),
                          "paged_attention");
   }

@@ -82,6 +82,14 @@ int64_t flash_prefill_gqa_ctas(int64_t num_tokens, int64_t group, int64_t num_kv
 cudaError_t launch_flash_prefill_gqa(const PagedAttentionArgs& a, const KvCacheLayer& cache, const AttentionPlan& plan,
                                      unsigned* err, cudaStream_t s);
 
+// Prompt-chunk attention on Hopper (attention/prefill_sm90.cu): warp-specialized, wgmma, bf16
+// caches, head_dim 64 or 128; same arguments, results and split-KV plans as
+// launch_flash_prefill_gqa (any split_len). Available when the build holds its sm_90a image and
+// the device is an sm_90 GPU.
+bool attention_prefill_sm90_available();
+cudaError_t launch_attention_prefill_sm90(const PagedAttentionArgs& a, const KvCacheLayer& cache,
+                                          const AttentionPlan& plan, unsigned* err, cudaStream_t s);
+
 // Prefill attention on tensor cores for any cache dtype (flash_prefill.cu; the path of f32
 // caches): same arguments and results as launch_paged_attention, BF16 rounding of Q, K, V and
 // P; head_dim 64 or 128, sm_80+.
