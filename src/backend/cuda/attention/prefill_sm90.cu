@@ -45,19 +45,50 @@ struct Sm90Params {
   float score_scale;   // softmax scale * log2(e): raw scores -> log2 units
 };
 
+// Shared memory: Q, then a ring of K tiles and a ring of V tiles (K is needed a turn before V,
+// so its ring is deeper), then the rings' mbarriers: per stage a "full" barrier (the producer's
+// 128 threads arrive as their copies land) and an "empty" one (the 8 consumer warps arrive
+// when their products have read the stage).
 template <int D>
 struct Sm90Layout {
   static constexpr int kBlocks = D / 64;          // 128-byte column blocks per row
-  static constexpr int kStages = D == 128 ? 2 : 4;
+  static constexpr int kKStages = D == 128 ? 3 : 4;
+  static constexpr int kVStages = D == 128 ? 2 : 4;
   static constexpr int kQBlock = kRows * 128;     // bytes of one Q column block
   static constexpr int kKvBlock = kKeys * 128;    // bytes of one K or V column block
   static constexpr int kQBytes = kBlocks * kQBlock;
   static constexpr int kTileBytes = kBlocks * kKvBlock;  // one K or V tile
-  static constexpr int kBarOffset = kQBytes + kStages * 2 * kTileBytes;
-  static constexpr int kSmem = kBarOffset + 3 * kStages * 8 + 1024;  // + alignment slack
+  static constexpr int kKOffset = kQBytes;
+  static constexpr int kVOffset = kKOffset + kKStages * kTileBytes;
+  static constexpr int kBarOffset = kVOffset + kVStages * kTileBytes;
+  static constexpr int kSmem = kBarOffset + 2 * (kKStages + kVStages) * 8 + 1024;  // + alignment slack
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+// One ring of tiles in shared memory: tile i of the sequence sits in stage i % stages; its
+// barriers' phase parity there is (i / stages) & 1.
+struct Ring {
+  uint32_t tiles, full, empty;  // shared addresses: first tile, first full / empty barrier
+  int stages, tile_bytes;
+  __device__ __forceinline__ uint32_t tile(int i) const { return tiles + (i % stages) * tile_bytes; }
+  __device__ __forceinline__ uint32_t full_bar(int i) const { return full + 8 * (i % stages); }
+  __device__ __forceinline__ uint32_t empty_bar(int i) const { return empty + 8 * (i % stages); }
+  __device__ __forceinline__ unsigned parity(int i) const { return (i / stages) & 1; }
+};
+
+template <int D>
+__device__ __forceinline__ Ring k_ring(uint32_t base) {
+  using Ly = Sm90Layout<D>;
+  return {base + Ly::kKOffset, base + Ly::kBarOffset, base + Ly::kBarOffset + 8 * Ly::kKStages, Ly::kKStages,
+          Ly::kTileBytes};
+}
+template <int D>
+__device__ __forceinline__ Ring v_ring(uint32_t base) {
+  using Ly = Sm90Layout<D>;
+  const uint32_t bars = base + Ly::kBarOffset + 16 * Ly::kKStages;
+  return {base + Ly::kVOffset, bars, bars + 8 * Ly::kVStages, Ly::kVStages, Ly::kTileBytes};
+}
 
 // The CTA's (sequence, token tile), KV head and key range; ok = false when it has no rows.
 struct CtaWork {
@@ -100,59 +131,53 @@ __device__ __forceinline__ CtaWork locate_work(const Sm90Params& p) {
   return w;
 }
 
-// Producer warpgroup: tile it (key tile n_tiles - 1 - it) into stage it % kStages. Lane l of
-// warp w finds the cache row of tile row 32 w + l (one block-table read per row and tile);
-// the warp then copies its 32 rows, kChunks 16-byte chunks each, taking each row's offset from
-// the lane that found it.
+// Producer warpgroup: copies the K tile then the V tile of each step (key tile n_tiles - 1 - it)
+// into their rings, K one step ahead of V (the consumers multiply K a turn earlier). Lane l of
+// warp w finds the cache row of tile row 32 w + l (one block-table read per row and tile); the
+// warp then copies its 32 rows, kChunks 16-byte chunks each, taking each row's offset from the
+// lane that found it. Each thread's copies arrive on the stage's full barrier as they land.
 template <int D>
-__device__ __forceinline__ void produce(const Sm90Params& p, const CtaWork& w, int n_tiles, uint32_t skv,
-                                        uint32_t bars) {
-  using Ly = Sm90Layout<D>;
-  constexpr int S = Ly::kStages;
+__device__ __forceinline__ void produce(const Sm90Params& p, const CtaWork& w, int n_tiles, const Ring& kr,
+                                        const Ring& vr) {
   constexpr int kChunks = D / 8;              // 16-byte chunks per cache row
   constexpr int kRowsPerCopy = 32 / kChunks;  // rows one warp-wide copy covers
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int c = lane % kChunks, sub = lane / kChunks;
-  const uint32_t col = static_cast<uint32_t>((c / 8) * Ly::kKvBlock);
+  const uint32_t col = static_cast<uint32_t>((c / 8) * kKeys * 128);
   const int32_t* table = p.block_tables + static_cast<int64_t>(w.seq) * p.max_blocks_per_seq;
   const int64_t head_off = static_cast<int64_t>(w.kvh) * D;
   const int64_t row_elems = static_cast<int64_t>(p.num_kv_heads) * D;
+  // Element offset of this lane's row of tile it in the cache, or -1 (past the key range, or a
+  // bad block id: zero-filled).
+  auto row_source = [&](int it) -> int64_t {
+    const int key = w.kb + (n_tiles - 1 - it) * kKeys + warp * 32 + lane;
+    if (key >= w.ke) return -1;
+    const int32_t blk = table[key / p.block_size];
+    if (blk < 0 || blk >= p.num_blocks) {
+      atomicOr(p.err, kErrBlockId);
+      return -1;
+    }
+    return (static_cast<int64_t>(blk) * p.block_size + key % p.block_size) * row_elems + head_off;
+  };
+  auto copy_tile = [&](const Ring& r, int it, const __nv_bfloat16* cache, int64_t row_src) {
+    if (it >= r.stages) sm90::mbar_wait(r.empty_bar(it), r.parity(it) ^ 1);
+    const uint32_t dst0 = r.tile(it) + col;
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      const int64_t src = __shfl_sync(0xffffffffu, row_src, i * kRowsPerCopy + sub);
+      sm90::cp_async16(dst0 + sm90::swizzled_offset(warp * 32 + i * kRowsPerCopy + sub, c % 8),
+                       cache + (src >= 0 ? src + c * 8 : 0), src >= 0 ? 16 : 0);
+    }
+    sm90::cp_async_arrive_noinc(r.full_bar(it));
+  };
+  if (n_tiles == 0) return;
+  int64_t src_cur = row_source(0);
+  copy_tile(kr, 0, p.k_cache, src_cur);
   for (int it = 0; it < n_tiles; ++it) {
-    const int stage = it % S;
-    const int k0 = w.kb + (n_tiles - 1 - it) * kKeys;
-    // Element offset of this lane's row in the cache, or -1 (past the key range, or a bad
-    // block id: zero-filled).
-    int64_t row_src = -1;
-    const int key = k0 + warp * 32 + lane;
-    if (key < w.ke) {
-      const int32_t blk = table[key / p.block_size];
-      if (blk >= 0 && blk < p.num_blocks)
-        row_src = (static_cast<int64_t>(blk) * p.block_size + key % p.block_size) * row_elems + head_off;
-      else
-        atomicOr(p.err, kErrBlockId);
-    }
-    if (it >= S) sm90::mbar_wait(bars + 8 * (2 * S + stage), ((it / S) - 1) & 1);
-    const uint32_t sk = skv + stage * 2 * Ly::kTileBytes, sv = sk + Ly::kTileBytes;
-#pragma unroll
-    for (int i = 0; i < kChunks; ++i) {
-      const int64_t src = __shfl_sync(0xffffffffu, row_src, i * kRowsPerCopy + sub);
-      const uint32_t dst = col + sm90::swizzled_offset(warp * 32 + i * kRowsPerCopy + sub, c % 8);
-      sm90::cp_async16(sk + dst, p.k_cache + (src >= 0 ? src + c * 8 : 0), src >= 0 ? 16 : 0);
-    }
-    sm90::cp_async_commit();
-#pragma unroll
-    for (int i = 0; i < kChunks; ++i) {
-      const int64_t src = __shfl_sync(0xffffffffu, row_src, i * kRowsPerCopy + sub);
-      const uint32_t dst = col + sm90::swizzled_offset(warp * 32 + i * kRowsPerCopy + sub, c % 8);
-      sm90::cp_async16(sv + dst, p.v_cache + (src >= 0 ? src + c * 8 : 0), src >= 0 ? 16 : 0);
-    }
-    sm90::cp_async_commit();
-    sm90::cp_async_wait<1>();
-    sm90::fence_proxy_async();
-    sm90::mbar_arrive(bars + 8 * stage);
-    sm90::cp_async_wait<0>();
-    sm90::fence_proxy_async();
-    sm90::mbar_arrive(bars + 8 * (S + stage));
+    const int64_t src_next = it + 1 < n_tiles ? row_source(it + 1) : -1;
+    if (it + 1 < n_tiles) copy_tile(kr, it + 1, p.k_cache, src_next);
+    copy_tile(vr, it, p.v_cache, src_cur);
+    src_cur = src_next;
   }
 }
 
@@ -291,9 +316,7 @@ __device__ __forceinline__ void store_rows(const Sm90Params& p, const CtaWork& w
 // turns stay paired and the products are never on a divergent path.
 template <int D>
 __device__ __forceinline__ void consume(const Sm90Params& p, const CtaWork& w, int n_tiles, int wg,
-                                        unsigned char* smem, uint32_t base, uint32_t bars) {
-  using Ly = Sm90Layout<D>;
-  constexpr int S = Ly::kStages;
+                                        unsigned char* smem, uint32_t base, const Ring& kr, const Ring& vr) {
   const int tid = threadIdx.x % 128, warp = tid / 32, g = (tid % 32) / 4;
   const int G = p.group;
   load_q<D>(p, w, wg, smem);
@@ -312,10 +335,13 @@ __device__ __forceinline__ void consume(const Sm90Params& p, const CtaWork& w, i
   st.first_pos = w.pos0 + min(row0 / G, w.ntok - 1);
   const float c = p.score_scale;
   auto key0 = [&](int it) { return w.kb + (n_tiles - 1 - it) * kKeys; };
-  auto k_tile = [&](int it) { return base + Ly::kQBytes + (it % S) * 2 * Ly::kTileBytes; };
-  auto release = [&](int stage) {
+  auto acquire = [&](const Ring& r, int it) {
+    sm90::mbar_wait(r.full_bar(it), r.parity(it));
+    sm90::fence_proxy_async();  // the copies' generic-proxy writes, before wgmma reads them
+  };
+  auto release = [&](const Ring& r, int it) {
     __syncwarp();
-    if (threadIdx.x % 32 == 0) sm90::mbar_arrive(bars + 8 * (2 * S + stage));
+    if (threadIdx.x % 32 == 0) sm90::mbar_arrive(r.empty_bar(it));
   };
   const int me = 3 + wg, other = 3 + (wg ^ 1);
 
@@ -326,43 +352,44 @@ __device__ __forceinline__ void consume(const Sm90Params& p, const CtaWork& w, i
   unsigned pa[kKeys / 16][4];
   if (n_tiles > 0) {
     if (wg == 1) sm90::named_barrier_arrive(3, 256);  // warpgroup 0 takes the first turn
-    sm90::mbar_wait(bars + 8 * 0, 0);
+    acquire(kr, 0);
     sm90::named_barrier_sync(me, 256);
     sm90::wgmma_fence();
-    issue_qk<D>(s, base, k_tile(0), wg);
+    issue_qk<D>(s, base, kr.tile(0), wg);
     sm90::wgmma_commit();
     sm90::named_barrier_arrive(other, 256);
     sm90::wgmma_wait<0>();
     sm90::fence_regs(s);
+    release(kr, 0);
     if (live) softmax_tile<D>(s, pa, o, st, key0(0), w.ke, c);
     for (int it = 0; it + 1 < n_tiles; ++it) {
-      const int stage = it % S, next = (it + 1) % S;
-      sm90::mbar_wait(bars + 8 * (S + stage), (it / S) & 1);
-      sm90::mbar_wait(bars + 8 * next, ((it + 1) / S) & 1);
+      acquire(vr, it);
+      acquire(kr, it + 1);
       sm90::named_barrier_sync(me, 256);
       sm90::wgmma_fence();
-      issue_pv<D>(o, pa, k_tile(it) + Ly::kTileBytes);
-      issue_qk<D>(s, base, k_tile(it + 1), wg);
+      issue_pv<D>(o, pa, vr.tile(it));
+      issue_qk<D>(s, base, kr.tile(it + 1), wg);
       sm90::wgmma_commit();
       sm90::named_barrier_arrive(other, 256);
       sm90::wgmma_wait<0>();
       sm90::fence_regs(o);
       sm90::fence_regs(pa);
       sm90::fence_regs(s);
-      release(stage);
+      release(vr, it);
+      release(kr, it + 1);
       if (live) softmax_tile<D>(s, pa, o, st, key0(it + 1), w.ke, c);
     }
     const int last = n_tiles - 1;
-    sm90::mbar_wait(bars + 8 * (S + last % S), (last / S) & 1);
+    acquire(vr, last);
     sm90::named_barrier_sync(me, 256);
     sm90::wgmma_fence();
-    issue_pv<D>(o, pa, k_tile(last) + Ly::kTileBytes);
+    issue_pv<D>(o, pa, vr.tile(last));
     sm90::wgmma_commit();
     if (wg == 0) sm90::named_barrier_arrive(other, 256);
     sm90::wgmma_wait<0>();
     sm90::fence_regs(o);
     sm90::fence_regs(pa);
-    release(last % S);
+    release(vr, last);
   }
   store_rows<D>(p, w, row0, o, st);
 }
@@ -373,31 +400,30 @@ template <int D>
 __global__ void __launch_bounds__(kThreads, 1) attention_prefill_sm90_kernel(const __grid_constant__ Sm90Params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Ly = Sm90Layout<D>;
-  constexpr int S = Ly::kStages;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = sm90::smem_u32(smem_raw);
   const uint32_t base = (raw + 1023u) & ~1023u;  // swizzle atoms are 1024-byte periodic
   unsigned char* smem = smem_raw + (base - raw);
-  const uint32_t bars = base + Ly::kBarOffset;  // [S] K full, [S] V full, [S] empty
+  const Ring kr = k_ring<D>(base), vr = v_ring<D>(base);
 
   const CtaWork w = locate_work(p);
   if (!w.ok) return;
   const int n_tiles = w.ke > w.kb ? (w.ke - w.kb + kKeys - 1) / kKeys : 0;
   if (threadIdx.x == 0) {
-    for (int s = 0; s < S; ++s) {
-      sm90::mbar_init(bars + 8 * s, 128);
-      sm90::mbar_init(bars + 8 * (S + s), 128);
-      sm90::mbar_init(bars + 8 * (2 * S + s), 8);  // one arrival per consumer warp
-    }
+    for (const Ring* r : {&kr, &vr})
+      for (int i = 0; i < r->stages; ++i) {
+        sm90::mbar_init(r->full_bar(i), 128);  // one arrival per producer thread
+        sm90::mbar_init(r->empty_bar(i), 8);   // one per consumer warp
+      }
   }
   __syncthreads();
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     sm90::regs_dealloc<80>();
-    produce<D>(p, w, n_tiles, base + Ly::kQBytes, bars);
+    produce<D>(p, w, n_tiles, kr, vr);
   } else {
     sm90::regs_alloc<208>();
-    consume<D>(p, w, n_tiles, wg - 1, smem, base, bars);
+    consume<D>(p, w, n_tiles, wg - 1, smem, base, kr, vr);
   }
 #else
   __trap();  // launched only where the sm_90a image exists (attention_prefill_sm90_available)
