@@ -89,7 +89,7 @@ Status CudaBackend::paged_attention(const PagedAttentionArgs& a, const KvCacheLa
         plan.partial = attn_partial_.as<float>();
       }
     }
-    if (c.dtype == DType::kBF16 && current_device_sm() == 90 && attention_prefill_sm90_available())
+    if (current_device_sm() == 90 && attention_prefill_sm90_available())
       return launch_status(launch_attention_prefill_sm90(a, c, plan, err_word_.as<unsigned>(), ctx_->stream),
                            "paged_attention");
     return launch_status(launch_flash_prefill_gqa(a, c, plan, err_word_.as<unsigned>(), ctx_->stream),

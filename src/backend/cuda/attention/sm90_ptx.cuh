@@ -67,6 +67,11 @@ __device__ __forceinline__ void regs_alloc() {
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
 // Arrives on the mbarrier once every cp.async this thread issued so far has landed (the arrival
 // counts towards the barrier's expected count).
 __device__ __forceinline__ void cp_async_arrive_noinc(uint32_t bar) {
