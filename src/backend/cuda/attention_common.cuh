@@ -39,6 +39,12 @@ __device__ __forceinline__ QueryRow find_query_row(int t, const int32_t* query_s
   return {lo, ok ? ctx - (qe - qs) + (t - qs) + 1 : 0};
 }
 
+// The two E4M3 values in the low 16 bits of w -> FP16 pair (exact; the lower byte in the low half).
+__device__ __forceinline__ unsigned fp8x2_to_f16x2(unsigned w) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w & 0xffff), __NV_E4M3);
+  return *reinterpret_cast<const unsigned*>(&h);
+}
+
 // 16 E4M3 values -> 16 FP16 values (exact), as two 16-byte halves.
 __device__ __forceinline__ void fp8x16_to_f16(const uint4& v, uint4* lo, uint4* hi) {
   const unsigned u[4] = {v.x, v.y, v.z, v.w};

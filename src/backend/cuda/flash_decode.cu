@@ -6,9 +6,17 @@
 // its own cp.async pipeline over interleaved stages of 16 keys (3-4 stages in flight) from the
 // paged cache into shared memory, zero-filling keys past the range.
 //
+// FP8 caches: the E4M3 rows stay as they are in shared memory and every lane builds its MMA
+// fragments from them in registers (one cvt per pair of values, no FP16 copy of the tile).
+// That works because the head dimensions and, inside a 16-key stage, the keys may be taken in
+// any order that Q, K, P and V agree on: lane (g, t) multiplies the K dims t * D/4 ... (one
+// 32-bit word per k-step), the keys 4t .. 4t + 3 of P V (one word per dim, built from four
+// rows by byte permutes), and the V dims g * D/8 ... (contiguous); the output columns are put
+// back in order when the warps merge.
+//
 // Precision: Q and P are rounded to BF16 for a BF16 cache; for an FP8 cache the MMA runs in
-// FP16, which holds E4M3 values exactly (one cvt per pair) and rounds Q and P to FP16. The
-// K scale is applied to the scores and the V scale to the output. Accumulation is FP32.
+// FP16, which holds E4M3 values exactly and rounds Q and P to FP16. The K scale is applied to
+// the scores and the V scale to the output. Accumulation is FP32.
 // Partial results of a split use paged_attention.cu's layout and reduction kernel.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -57,9 +65,12 @@ struct Layout {
   static constexpr int kStride = D + 8;                   // b16 per shared tile row (conflict-free ldmatrix)
   static constexpr int kTileBytes = kKeys * kStride * 2;  // one K or V tile of b16
   static constexpr int kRawRow = D * static_cast<int>(sizeof(KV));  // bytes per cache row
-  // BF16: stages are the MMA tiles themselves; FP8: raw rows, converted into one tile pair.
-  static constexpr int kStageBytes = kFp8 ? 2 * kKeys * kRawRow : 2 * kTileBytes;
-  static constexpr int kWarpBytes = kStages * kStageBytes + (kFp8 ? 2 * kTileBytes : 0);
+  // FP8 rows in shared memory: 16 bytes of padding at head_dim 128 keep the lanes' K fragment
+  // reads free of bank conflicts.
+  static constexpr int kRawStride = D == 128 ? D + 16 : D;
+  // BF16: stages are the MMA tiles themselves; FP8: the E4M3 rows (K then V).
+  static constexpr int kStageBytes = kFp8 ? 2 * kKeys * kRawStride : 2 * kTileBytes;
+  static constexpr int kWarpBytes = kStages * kStageBytes;
   static constexpr int kMergeBytes = kWarps * kRows * (D + 2) * 4;
   static constexpr int kSmem = kWarps * kWarpBytes > kMergeBytes ? kWarps * kWarpBytes : kMergeBytes;
   static constexpr int kChunksPerRow = kRawRow / 16;
@@ -102,11 +113,14 @@ __global__ void __launch_bounds__(kThreads) flash_decode_kernel(DecodeParams p) 
     const float2 zero = make_float2(0.0f, 0.0f);
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      const int c = kk * 16 + tig * 2;
+      // k-step kk, columns 2t, 2t + 1 and 2t + 8, 2t + 9: dims kk * 16 + 2t (+ 8) in order;
+      // for FP8 the dims t * D/4 + kk * 4 (+ 2) (the K fragment's order).
+      const int c = Ly::kFp8 ? tig * (D / 4) + kk * 4 : kk * 16 + tig * 2;
+      const int c2 = Ly::kFp8 ? c + 2 : c + 8;
       const float2 a0 = q_lo ? *reinterpret_cast<const float2*>(q_lo + c) : zero;
       const float2 a1 = q_hi ? *reinterpret_cast<const float2*>(q_hi + c) : zero;
-      const float2 a2 = q_lo ? *reinterpret_cast<const float2*>(q_lo + c + 8) : zero;
-      const float2 a3 = q_hi ? *reinterpret_cast<const float2*>(q_hi + c + 8) : zero;
+      const float2 a2 = q_lo ? *reinterpret_cast<const float2*>(q_lo + c2) : zero;
+      const float2 a3 = q_hi ? *reinterpret_cast<const float2*>(q_hi + c2) : zero;
       qa[kk][0] = pack2<T>(a0.x * p.q_scale, a0.y * p.q_scale);
       qa[kk][1] = pack2<T>(a1.x * p.q_scale, a1.y * p.q_scale);
       qa[kk][2] = pack2<T>(a2.x * p.q_scale, a2.y * p.q_scale);
@@ -146,8 +160,8 @@ __global__ void __launch_bounds__(kThreads) flash_decode_kernel(DecodeParams p) 
         }
         const int bytes = row >= 0 ? 16 : 0;
         const int64_t src = row >= 0 ? row + off : 0;
-        const int dk = Ly::kFp8 ? r * Ly::kRawRow + off : r * Ly::kStride * 2 + off;
-        const int dv = Ly::kFp8 ? (kKeys + r) * Ly::kRawRow + off : Ly::kTileBytes + r * Ly::kStride * 2 + off;
+        const int dk = Ly::kFp8 ? r * Ly::kRawStride + off : r * Ly::kStride * 2 + off;
+        const int dv = Ly::kFp8 ? (kKeys + r) * Ly::kRawStride + off : Ly::kTileBytes + r * Ly::kStride * 2 + off;
         cp_async16_zfill(buf + dk, kc + src, bytes);
         cp_async16_zfill(buf + dv, vc + src, bytes);
       }
@@ -162,46 +176,46 @@ __global__ void __launch_bounds__(kThreads) flash_decode_kernel(DecodeParams p) 
     cp_async_wait<S - 1>();
     __syncwarp();
     const unsigned char* buf = wbase + (i % S) * Ly::kStageBytes;
-    const unsigned char* sk = buf;
-    const unsigned char* sv = buf + Ly::kTileBytes;
-    if constexpr (Ly::kFp8) {
-      unsigned char* tk = wbase + S * Ly::kStageBytes;
-      unsigned char* tv = tk + Ly::kTileBytes;
-#pragma unroll
-      for (int c = lane; c < kKeys * Ly::kChunksPerRow; c += 32) {
-        const int r = c / Ly::kChunksPerRow, off = c % Ly::kChunksPerRow;
-        uint4 a, b;
-        fp8x16_to_f16(*reinterpret_cast<const uint4*>(buf + r * Ly::kRawRow + off * 16), &a, &b);
-        *reinterpret_cast<uint4*>(tk + r * Ly::kStride * 2 + off * 32) = a;
-        *reinterpret_cast<uint4*>(tk + r * Ly::kStride * 2 + off * 32 + 16) = b;
-        fp8x16_to_f16(*reinterpret_cast<const uint4*>(buf + (kKeys + r) * Ly::kRawRow + off * 16), &a, &b);
-        *reinterpret_cast<uint4*>(tv + r * Ly::kStride * 2 + off * 32) = a;
-        *reinterpret_cast<uint4*>(tv + r * Ly::kStride * 2 + off * 32 + 16) = b;
-      }
-      __syncwarp();
-      sk = tk;
-      sv = tv;
-    }
-    const unsigned short* k16 = reinterpret_cast<const unsigned short*>(sk);
-    const unsigned short* v16 = reinterpret_cast<const unsigned short*>(sv);
-
-    // S = Q K^T: 16 heads x 16 keys (two n-tiles of 8 keys). ldmatrix.x4 matrix l / 8 holds
-    // keys ((l / 16) * 8 ...) and dims kk + ((l / 8) % 2) * 8.
+    // S = Q K^T: 16 heads x 16 keys (two n-tiles of 8 keys).
     float sc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-    const unsigned short* kb16 = k16 + ((lane / 16) * 8 + lane % 8) * Ly::kStride + ((lane / 8) % 2) * 8;
+    if constexpr (Ly::kFp8) {
+      // n-tile nt, column g: key 4 (g / 2) + 2 nt + g % 2 (so that P V's lane t holds keys
+      // 4t .. 4t + 3); lane t's dims t * D/4 ..., one word per k-step.
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      unsigned b[4];
-      ldmatrix_x4(b, kb16 + kk * 16);
-      mma16816<T>(sc[0], qa[kk], b[0], b[1]);
-      mma16816<T>(sc[1], qa[kk], b[2], b[3]);
+      for (int nt = 0; nt < 2; ++nt) {
+        const unsigned char* row = buf + (4 * (g / 2) + 2 * nt + g % 2) * Ly::kRawStride + tig * (D / 4);
+        unsigned kw[D / 16];
+#pragma unroll
+        for (int c = 0; c < D / 64; ++c) {
+          const uint4 v = *reinterpret_cast<const uint4*>(row + c * 16);
+          kw[4 * c] = v.x;
+          kw[4 * c + 1] = v.y;
+          kw[4 * c + 2] = v.z;
+          kw[4 * c + 3] = v.w;
+        }
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+          mma16816<T>(sc[nt], qa[kk], fp8x2_to_f16x2(kw[kk]), fp8x2_to_f16x2(kw[kk] >> 16));
+      }
+    } else {
+      // ldmatrix.x4 matrix l / 8 holds keys ((l / 16) * 8 ...) and dims kk + ((l / 8) % 2) * 8.
+      const unsigned short* k16 = reinterpret_cast<const unsigned short*>(buf);
+      const unsigned short* kb16 = k16 + ((lane / 16) * 8 + lane % 8) * Ly::kStride + ((lane / 8) % 2) * 8;
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        unsigned b[4];
+        ldmatrix_x4(b, kb16 + kk * 16);
+        mma16816<T>(sc[0], qa[kk], b[0], b[1]);
+        mma16816<T>(sc[1], qa[kk], b[2], b[3]);
+      }
     }
     const int key0 = first + i * kWarps * kKeys;
 #pragma unroll
     for (int n = 0; n < 2; ++n)
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
-        const bool in = key0 + n * 8 + tig * 2 + j < ke;  // zero-filled keys past the range
+        // zero-filled keys past the range
+        const bool in = key0 + (Ly::kFp8 ? 4 * tig + 2 * n : n * 8 + tig * 2) + j < ke;
         sc[n][j] = in ? sc[n][j] * p.score_scale : -INFINITY;
         sc[n][2 + j] = in ? sc[n][2 + j] * p.score_scale : -INFINITY;
       }
@@ -242,15 +256,48 @@ __global__ void __launch_bounds__(kThreads) flash_decode_kernel(DecodeParams p) 
         o[n][3] *= corr_hi;
       }
     }
-    // O += P V, V (keys x dims) through ldmatrix.trans: matrix l / 8 holds keys
-    // ((l / 8) % 2) * 8 ... and dims n0 + (l / 16) * 8.
-    const unsigned short* vb16 = v16 + (((lane / 8) % 2) * 8 + lane % 8) * Ly::kStride + (lane / 16) * 8;
+    if constexpr (Ly::kFp8) {
+      // O += P V: lane (g, t) needs V[keys 4t .. 4t + 3][dim g * D/8 + n] for n-tile n: its
+      // four rows' D/8 bytes, paired key by key with byte permutes.
+      constexpr int kWords = D / 32;  // words of the lane's D/8 bytes per row
+      unsigned vw[4][kWords];
 #pragma unroll
-    for (int n = 0; n < D / 8; n += 2) {
-      unsigned b[4];
-      ldmatrix_x4_trans(b, vb16 + n * 8);
-      mma16816<T>(o[n], pa, b[0], b[1]);
-      mma16816<T>(o[n + 1], pa, b[2], b[3]);
+      for (int k = 0; k < 4; ++k) {
+        const unsigned char* row = buf + (kKeys + 4 * tig + k) * Ly::kRawStride + g * (D / 8);
+        if constexpr (kWords == 4) {
+          const uint4 v = *reinterpret_cast<const uint4*>(row);
+          vw[k][0] = v.x;
+          vw[k][1] = v.y;
+          vw[k][2] = v.z;
+          vw[k][3] = v.w;
+        } else {
+          const uint2 v = *reinterpret_cast<const uint2*>(row);
+          vw[k][0] = v.x;
+          vw[k][1] = v.y;
+        }
+      }
+#pragma unroll
+      for (int w = 0; w < kWords; ++w) {
+        // pairs (key 4t, 4t + 1) and (4t + 2, 4t + 3) of dims 4w, 4w + 1 and of 4w + 2, 4w + 3
+        const unsigned lo01 = __byte_perm(vw[0][w], vw[1][w], 0x5140), hi01 = __byte_perm(vw[0][w], vw[1][w], 0x7362);
+        const unsigned lo23 = __byte_perm(vw[2][w], vw[3][w], 0x5140), hi23 = __byte_perm(vw[2][w], vw[3][w], 0x7362);
+        mma16816<T>(o[4 * w], pa, fp8x2_to_f16x2(lo01), fp8x2_to_f16x2(lo23));
+        mma16816<T>(o[4 * w + 1], pa, fp8x2_to_f16x2(lo01 >> 16), fp8x2_to_f16x2(lo23 >> 16));
+        mma16816<T>(o[4 * w + 2], pa, fp8x2_to_f16x2(hi01), fp8x2_to_f16x2(hi23));
+        mma16816<T>(o[4 * w + 3], pa, fp8x2_to_f16x2(hi01 >> 16), fp8x2_to_f16x2(hi23 >> 16));
+      }
+    } else {
+      // O += P V, V (keys x dims) through ldmatrix.trans: matrix l / 8 holds keys
+      // ((l / 8) % 2) * 8 ... and dims n0 + (l / 16) * 8.
+      const unsigned short* v16 = reinterpret_cast<const unsigned short*>(buf + Ly::kTileBytes);
+      const unsigned short* vb16 = v16 + (((lane / 8) % 2) * 8 + lane % 8) * Ly::kStride + (lane / 16) * 8;
+#pragma unroll
+      for (int n = 0; n < D / 8; n += 2) {
+        unsigned b[4];
+        ldmatrix_x4_trans(b, vb16 + n * 8);
+        mma16816<T>(o[n], pa, b[0], b[1]);
+        mma16816<T>(o[n + 1], pa, b[2], b[3]);
+      }
     }
     __syncwarp();  // this stage's buffers are refilled later
   }
@@ -268,9 +315,17 @@ __global__ void __launch_bounds__(kThreads) flash_decode_kernel(DecodeParams p) 
   float* s_l = s_m + kWarps * kRows;            // [kWarps][kRows]
 #pragma unroll
   for (int n = 0; n < D / 8; ++n) {
-    const int c = n * 8 + tig * 2;
-    *reinterpret_cast<float2*>(s_o + (warp * kRows + g) * D + c) = make_float2(o[n][0], o[n][1]);
-    *reinterpret_cast<float2*>(s_o + (warp * kRows + g + 8) * D + c) = make_float2(o[n][2], o[n][3]);
+    if constexpr (Ly::kFp8) {  // n-tile n, column j: dim j * D/8 + n
+      const int c0 = (2 * tig) * (D / 8) + n, c1 = c0 + D / 8;
+      s_o[(warp * kRows + g) * D + c0] = o[n][0];
+      s_o[(warp * kRows + g) * D + c1] = o[n][1];
+      s_o[(warp * kRows + g + 8) * D + c0] = o[n][2];
+      s_o[(warp * kRows + g + 8) * D + c1] = o[n][3];
+    } else {
+      const int c = n * 8 + tig * 2;
+      *reinterpret_cast<float2*>(s_o + (warp * kRows + g) * D + c) = make_float2(o[n][0], o[n][1]);
+      *reinterpret_cast<float2*>(s_o + (warp * kRows + g + 8) * D + c) = make_float2(o[n][2], o[n][3]);
+    }
   }
   if (tig == 0) {
     s_m[warp * kRows + g] = m_lo;
