@@ -344,10 +344,13 @@ __device__ __forceinline__ void softmax_tile(float (&s)[64], unsigned (&pa)[kKey
       pa[j / 2][(j % 2) * 2 + h] = pack2<T>(p0, p1);
     }
     st.l[h] = st.l[h] * corr + sum;
+    // Once the maxima settle, corr is exactly 1 in every lane and the rescale is skipped.
+    if (__any_sync(0xffffffffu, corr != 1.0f)) {
 #pragma unroll
-    for (int j = 0; j < D / 8; ++j) {
-      o[j * 4 + 2 * h] *= corr;
-      o[j * 4 + 2 * h + 1] *= corr;
+      for (int j = 0; j < D / 8; ++j) {
+        o[j * 4 + 2 * h] *= corr;
+        o[j * 4 + 2 * h + 1] *= corr;
+      }
     }
   }
 }
