@@ -70,9 +70,9 @@ Status CudaBackend::paged_attention(const PagedAttentionArgs& a, const KvCacheLa
   const int64_t group = a.num_heads / c.num_kv_heads;
   const int64_t ctx_bound = a.max_blocks_per_seq * c.block_size;
   if (fast && a.num_tokens >= 64 && a.num_tokens >= 4 * a.num_seqs) {
-    const int64_t ctas = flash_prefill_gqa_ctas(a.num_tokens, group, c.num_kv_heads);
+    const int64_t ctas = attention_prefill_ctas(a.num_tokens, group, c.num_kv_heads);
     if (c.dtype == DType::kF32 || ctas == 0)
-      return launch_status(launch_flash_prefill(a, c, err_word_.as<unsigned>(), ctx_->stream), "paged_attention");
+      return launch_status(launch_attention_prefill_f32_cache(a, c, err_word_.as<unsigned>(), ctx_->stream), "paged_attention");
     // A short chunk late in a long context (decode rows of other sequences may ride along):
     // split the keys so every multiprocessor works.
     AttentionPlan plan;
@@ -92,14 +92,14 @@ Status CudaBackend::paged_attention(const PagedAttentionArgs& a, const KvCacheLa
     if (current_device_sm() == 90 && attention_prefill_sm90_available())
       return launch_status(launch_attention_prefill_sm90(a, c, plan, err_word_.as<unsigned>(), ctx_->stream),
                            "paged_attention");
-    return launch_status(launch_flash_prefill_gqa(a, c, plan, err_word_.as<unsigned>(), ctx_->stream),
+    return launch_status(launch_attention_prefill_sm80(a, c, plan, err_word_.as<unsigned>(), ctx_->stream),
                          "paged_attention");
   }
   const bool tensor_decode = fast && c.dtype != DType::kF32;
 
   // Flash decoding when the grid alone would leave most multiprocessors idle.
   AttentionPlan plan;
-  const int64_t per_cta = tensor_decode ? flash_decode_heads_per_cta() : attention_heads_per_cta(c.head_dim);
+  const int64_t per_cta = tensor_decode ? attention_decode_heads_per_cta() : attention_exact_heads_per_cta(c.head_dim);
   const int64_t base_ctas = a.num_tokens * c.num_kv_heads * ((group + per_cta - 1) / per_cta);
   if (base_ctas < num_sms_ && ctx_bound >= 2 * kMinSplitKeys) {
     const int64_t want = (2 * num_sms_ + base_ctas - 1) / base_ctas;
@@ -118,8 +118,8 @@ Status CudaBackend::paged_attention(const PagedAttentionArgs& a, const KvCacheLa
     plan.partial = attn_partial_.as<float>();
   }
   if (tensor_decode)
-    return launch_status(launch_flash_decode(a, c, plan, err_word_.as<unsigned>(), ctx_->stream), "paged_attention");
-  return launch_status(launch_paged_attention(a, c, plan, err_word_.as<unsigned>(), ctx_->stream),
+    return launch_status(launch_attention_decode(a, c, plan, err_word_.as<unsigned>(), ctx_->stream), "paged_attention");
+  return launch_status(launch_attention_exact(a, c, plan, err_word_.as<unsigned>(), ctx_->stream),
                        "paged_attention");
 }
 

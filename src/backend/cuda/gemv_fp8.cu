@@ -14,7 +14,7 @@
 // The f32 accumulation inside one MMA is the tensor cores' (as the prefill GEMM's fast mode).
 #include <cuda_fp8.h>
 
-#include "backend/cuda/attention_common.cuh"
+#include "backend/cuda/dynamic_smem.h"
 #include "backend/cuda/device_info.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"

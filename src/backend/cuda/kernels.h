@@ -52,49 +52,50 @@ struct AttentionPlan {
 };
 
 // Query heads of one KV head that one CTA handles (the grid's head chunking).
-int attention_heads_per_cta(int64_t head_dim);
+int attention_exact_heads_per_cta(int64_t head_dim);
 // Floats of workspace a plan with num_splits needs.
 int64_t attention_workspace_floats(int64_t num_tokens, int64_t num_heads, int64_t head_dim, int num_splits);
 
-cudaError_t launch_paged_attention(const PagedAttentionArgs& a, const KvCacheLayer& cache,
+cudaError_t launch_attention_exact(const PagedAttentionArgs& a, const KvCacheLayer& cache,
                                    const AttentionPlan& plan, unsigned* err, cudaStream_t s);
 
-// Combines the split partial results of launch_paged_attention / launch_flash_decode
-// (maxima in log2 units) into out.
-cudaError_t launch_attention_reduce(const float* partial /*[rows, num_splits, head_dim + 2]*/, int64_t rows,
+// The split-KV merge (attention/merge.cu): combines the partial results every attention
+// kernel writes under a split plan (maxima in log2 units) into out.
+cudaError_t launch_attention_merge(const float* partial /*[rows, num_splits, head_dim + 2]*/, int64_t rows,
                                     int num_splits, int64_t head_dim, float* out /*[rows, head_dim]*/,
                                     cudaStream_t s);
 
-// Decode attention on tensor cores (flash_decode.cu): same arguments and results as
-// launch_paged_attention for bf16 and fp8 caches, one CTA per (token, KV head, split) holding up
-// to flash_decode_heads_per_cta() query heads; BF16 (FP16 for fp8 caches) rounding of Q and P.
-int flash_decode_heads_per_cta();
-cudaError_t launch_flash_decode(const PagedAttentionArgs& a, const KvCacheLayer& cache, const AttentionPlan& plan,
-                                unsigned* err, cudaStream_t s);
+// Decode attention on tensor cores (attention/decode.cu): same arguments and results as
+// launch_attention_exact for bf16 and fp8 caches, one CTA per (token, KV head, split) holding up
+// to attention_decode_heads_per_cta() query heads; BF16 (FP16 for fp8 caches) rounding of Q and P.
+int attention_decode_heads_per_cta();
+cudaError_t launch_attention_decode(const PagedAttentionArgs& a, const KvCacheLayer& cache, const AttentionPlan& plan,
+                                    unsigned* err, cudaStream_t s);
 
-// Prompt-chunk attention on tensor cores for bf16 and fp8 caches (flash_prefill_gqa.cu): same
-// arguments and results as launch_paged_attention, the query heads of a KV head packed into one
+// Prompt-chunk attention on tensor cores (mma.sync, sm_80+) for bf16 and fp8 caches
+// (attention/prefill_sm80.cu; the path where the sm_90a kernel is not available): same
+// arguments and results as launch_attention_exact, the query heads of a KV head packed into one
 // CTA's rows, split-KV per plan (split_len a multiple of 64); group <= 128.
-// flash_prefill_gqa_ctas: the CTAs an unsplit launch needs for num_tokens query rows packed
+// attention_prefill_ctas: the CTAs an unsplit launch needs for num_tokens query rows packed
 // densely (0 when the group is too large). Decode rows riding along in the batch each add a
 // CTA of little work, so the planner counts only these.
-int64_t flash_prefill_gqa_ctas(int64_t num_tokens, int64_t group, int64_t num_kv_heads);
-cudaError_t launch_flash_prefill_gqa(const PagedAttentionArgs& a, const KvCacheLayer& cache, const AttentionPlan& plan,
-                                     unsigned* err, cudaStream_t s);
+int64_t attention_prefill_ctas(int64_t num_tokens, int64_t group, int64_t num_kv_heads);
+cudaError_t launch_attention_prefill_sm80(const PagedAttentionArgs& a, const KvCacheLayer& cache,
+                                          const AttentionPlan& plan, unsigned* err, cudaStream_t s);
 
 // Prompt-chunk attention on Hopper (attention/prefill_sm90.cu): warp-specialized, wgmma, bf16
-// caches, head_dim 64 or 128; same arguments, results and split-KV plans as
-// launch_flash_prefill_gqa (any split_len). Available when the build holds its sm_90a image and
-// the device is an sm_90 GPU.
+// and fp8 caches, head_dim 64 or 128; same arguments, results and split-KV plans as
+// launch_attention_prefill_sm80 (any split_len). Available when the build holds its sm_90a
+// image and the device is an sm_90 GPU.
 bool attention_prefill_sm90_available();
 cudaError_t launch_attention_prefill_sm90(const PagedAttentionArgs& a, const KvCacheLayer& cache,
                                           const AttentionPlan& plan, unsigned* err, cudaStream_t s);
 
-// Prefill attention on tensor cores for any cache dtype (flash_prefill.cu; the path of f32
-// caches): same arguments and results as launch_paged_attention, BF16 rounding of Q, K, V and
-// P; head_dim 64 or 128, sm_80+.
-cudaError_t launch_flash_prefill(const PagedAttentionArgs& a, const KvCacheLayer& cache, unsigned* err,
-                                 cudaStream_t s);
+// Prefill attention on tensor cores for any cache dtype (attention/prefill_f32_cache.cu; the
+// path of f32 caches): same arguments and results as launch_attention_exact, BF16 rounding of
+// Q, K, V and P; head_dim 64 or 128, sm_80+.
+cudaError_t launch_attention_prefill_f32_cache(const PagedAttentionArgs& a, const KvCacheLayer& cache, unsigned* err,
+                                               cudaStream_t s);
 
 // ---- matrix-vector products for decode (gemv.cu) ----
 constexpr int kGemvMaxRows = 4;  // rows of x one launch handles; larger batches use cuBLASLt

@@ -2,23 +2,25 @@
 // warpgroups takes 128 query rows, each row one (token, query head of the group) pair so one
 // K/V tile serves every head of a KV head's group. Warpgroup 0 is the producer: it gathers the
 // K and V tiles (128 keys) page by page from the paged cache into 128-byte-swizzled shared
-// memory (cp.async, 16 bytes per copy, zero-filled past the key range) through a two-stage
-// ring handshaked by mbarriers. Warpgroups 1 and 2 are consumers of 64 rows each: S = Q K^T
-// on wgmma with both operands in shared memory, the online softmax in registers, and
-// O += P V on wgmma with P straight from the score registers; their matrix products and
-// softmaxes interleave, so the tensor cores stay busy while one of them exponentiates. Key
-// tiles run from the last (the causal diagonal, the only masked ones) to the first.
+// memory (cp.async, 16 bytes per copy, zero-filled past the key range) through a ring of K
+// tiles and a ring of V tiles, handshaked by mbarriers. Warpgroups 1 and 2 are consumers of 64
+// rows each: S = Q K^T on wgmma with both operands in shared memory, the online softmax in
+// registers, and O += P V on wgmma with P straight from the score registers; the two take
+// turns on the tensor cores (named barriers), so one's softmax runs while the other's products
+// do. Key tiles run from the last (the causal diagonal, the only masked ones) to the first,
+// and CTAs from the batch's last token tile (the most keys) to its first.
 //
 // BF16 caches: Q and P rounded to BF16. FP8 E4M3 caches: the producer copies the E4M3 tiles
 // into a staging area and widens them to FP16 (exact) in the rings; Q and P are rounded to
 // FP16, the K scale goes into the score scale and the V scale onto the output. FP32
 // accumulation; scores scaled in f32. Split-KV writes the partial results that
-// launch_attention_reduce combines, like the other kernels.
+// launch_attention_merge combines, like the other kernels.
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
 #include "backend/cuda/attention/sm90_ptx.cuh"
-#include "backend/cuda/attention_common.cuh"
+#include "backend/cuda/attention/common.cuh"
+#include "backend/cuda/dynamic_smem.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma.cuh"
 
@@ -579,7 +581,7 @@ cudaError_t launch_attention_prefill_sm90(const PagedAttentionArgs& a, const KvC
   const cudaError_t e = c.head_dim == 128 ? (fp8 ? launch_typed<128, true>(p, s) : launch_typed<128, false>(p, s))
                                           : (fp8 ? launch_typed<64, true>(p, s) : launch_typed<64, false>(p, s));
   if (e != cudaSuccess || p.num_splits == 1) return e;
-  return launch_attention_reduce(p.partial, a.num_tokens * a.num_heads, p.num_splits, c.head_dim, p.out, s);
+  return launch_attention_merge(p.partial, a.num_tokens * a.num_heads, p.num_splits, c.head_dim, p.out, s);
 }
 
 }  // namespace lancet::cuda

@@ -13,16 +13,17 @@
 //
 // Flash decoding: with few CTAs (small decode batches) the context is cut into num_splits
 // ranges; each CTA writes its unnormalized accumulator with its max and sum, and a reduction
-// kernel rescales and combines them. The query token finds its sequence by binary search over
+// kernel (attention/merge.cu) rescales and combines them. The query token finds its sequence by binary search over
 // query_start, so the launch needs no host copy of the step's metadata.
-// Prompt chunks in the fast precision mode go to the tensor-core kernel (flash_prefill.cu);
-// this kernel is the decode path and the exact path.
+// This is the exact-precision path (f32 arithmetic throughout) and the decode path of f32
+// caches; the fast precision mode sends prompt chunks to the tensor-core prompt kernels and the
+// other rows of bf16 / fp8 caches to attention/decode.cu.
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
 #include <cmath>
 
-#include "backend/cuda/attention_common.cuh"
+#include "backend/cuda/attention/common.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/mma.cuh"
@@ -357,26 +358,6 @@ __global__ void __launch_bounds__(kThreads, 2) paged_attention_kernel(AttnParams
   }
 }
 
-// One block of D threads per (token, head): combines the splits' partial results.
-template <int D>
-__global__ void __launch_bounds__(D) attention_reduce_kernel(const float* __restrict__ partial, int num_splits,
-                                                             float* __restrict__ out) {
-  pdl_wait();
-  const int64_t oh = blockIdx.x;
-  const float* part = partial + oh * num_splits * (D + 2);
-  float mx = -INFINITY;
-  for (int s = 0; s < num_splits; ++s) mx = fmaxf(mx, part[s * (D + 2) + D]);
-  float sum = 0.0f, a = 0.0f;
-  for (int s = 0; s < num_splits; ++s) {
-    const float ms = part[s * (D + 2) + D];
-    if (ms == -INFINITY) continue;
-    const float c = exp2f(ms - mx);  // maxima are in log2 units
-    sum += part[s * (D + 2) + D + 1] * c;
-    a += part[s * (D + 2) + threadIdx.x] * c;
-  }
-  out[oh * D + threadIdx.x] = sum > 0.0f ? a / sum : 0.0f;
-}
-
 template <int D>
 constexpr int heads_per_cta() { return D == 64 ? 8 : 4; }  // q + acc: 128 registers
 
@@ -396,30 +377,20 @@ cudaError_t launch_dim(const AttnParams& p0, DType kv_dtype, int64_t num_tokens,
   }
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess || p.num_splits == 1) return e;
-  return launch_attention_reduce(p.partial, num_tokens * p.num_heads, p.num_splits, D, p.out, s);
+  return launch_attention_merge(p.partial, num_tokens * p.num_heads, p.num_splits, D, p.out, s);
 }
 
 }  // namespace
-
-cudaError_t launch_attention_reduce(const float* partial, int64_t rows, int num_splits, int64_t head_dim, float* out,
-                                    cudaStream_t s) {
-  if (rows <= 0) return cudaSuccess;
-  if (rows > 0x7fffffffLL || num_splits < 1) return cudaErrorInvalidValue;
-  const unsigned grid = static_cast<unsigned>(rows);
-  if (head_dim == 64)
-    return launch_pdl(attention_reduce_kernel<64>, dim3(grid), dim3(64), 0, s, partial, num_splits, out);
-  if (head_dim == 128)
-    return launch_pdl(attention_reduce_kernel<128>, dim3(grid), dim3(128), 0, s, partial, num_splits, out);
-  return cudaErrorInvalidValue;
-}
 
 int64_t attention_workspace_floats(int64_t num_tokens, int64_t num_heads, int64_t head_dim, int num_splits) {
   return num_splits > 1 ? num_tokens * num_heads * num_splits * (head_dim + 2) : 0;
 }
 
-int attention_heads_per_cta(int64_t head_dim) { return head_dim == 64 ? heads_per_cta<64>() : heads_per_cta<128>(); }
+int attention_exact_heads_per_cta(int64_t head_dim) {
+  return head_dim == 64 ? heads_per_cta<64>() : heads_per_cta<128>();
+}
 
-cudaError_t launch_paged_attention(const PagedAttentionArgs& a, const KvCacheLayer& c, const AttentionPlan& plan,
+cudaError_t launch_attention_exact(const PagedAttentionArgs& a, const KvCacheLayer& c, const AttentionPlan& plan,
                                    unsigned* err, cudaStream_t s) {
   if (a.num_tokens <= 0) return cudaSuccess;
   if (a.num_tokens > 0x7fffffffLL || a.num_seqs <= 0 || c.num_kv_heads <= 0 || a.num_heads % c.num_kv_heads != 0)

@@ -10,18 +10,19 @@
 //
 // Split-KV: when the grid alone would leave multiprocessors idle (a short chunk late in a long
 // context), the keys are cut into num_splits ranges and the splits' partial results combined
-// by paged_attention.cu's reduction kernel.
+// by the split-KV merge (attention/merge.cu).
 //
 // Precision: BF16 cache -> BF16 MMA (Q, P rounded to BF16); FP8 cache -> FP16 MMA (E4M3 values
 // exact in FP16, Q and P rounded to FP16, the K scale applied to the scores, the V scale to
-// the output). FP32 accumulation. f32 caches take flash_prefill.cu.
+// the output). FP32 accumulation. f32 caches take attention/prefill_f32_cache.cu.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
 #include <type_traits>
 
-#include "backend/cuda/attention_common.cuh"
+#include "backend/cuda/attention/common.cuh"
+#include "backend/cuda/dynamic_smem.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma.cuh"
 
@@ -368,14 +369,14 @@ cudaError_t launch_typed(const PrefillParams& p, unsigned grid_x, cudaStream_t s
 
 }  // namespace
 
-int64_t flash_prefill_gqa_ctas(int64_t num_tokens, int64_t group, int64_t num_kv_heads) {
+int64_t attention_prefill_ctas(int64_t num_tokens, int64_t group, int64_t num_kv_heads) {
   const int64_t tpc = group <= kRowsPerCta ? kRowsPerCta / group : 0;
   if (tpc == 0) return 0;
   return (num_tokens + tpc - 1) / tpc * num_kv_heads;
 }
 
-cudaError_t launch_flash_prefill_gqa(const PagedAttentionArgs& a, const KvCacheLayer& c, const AttentionPlan& plan,
-                                     unsigned* err, cudaStream_t s) {
+cudaError_t launch_attention_prefill_sm80(const PagedAttentionArgs& a, const KvCacheLayer& c,
+                                          const AttentionPlan& plan, unsigned* err, cudaStream_t s) {
   if (a.num_tokens <= 0) return cudaSuccess;
   if (a.num_tokens > 0x3fffffffLL || a.num_seqs <= 0 || c.num_kv_heads <= 0 || a.num_heads % c.num_kv_heads != 0)
     return cudaErrorInvalidValue;
@@ -418,7 +419,7 @@ cudaError_t launch_flash_prefill_gqa(const PagedAttentionArgs& a, const KvCacheL
   else
     return cudaErrorInvalidValue;
   if (e != cudaSuccess || p.num_splits == 1) return e;
-  return launch_attention_reduce(p.partial, a.num_tokens * a.num_heads, p.num_splits, c.head_dim, p.out, s);
+  return launch_attention_merge(p.partial, a.num_tokens * a.num_heads, p.num_splits, c.head_dim, p.out, s);
 }
 
 }  // namespace lancet::cuda

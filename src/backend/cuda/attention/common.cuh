@@ -1,13 +1,11 @@
-// Pieces every paged-attention kernel shares: finding the sequence and causal key range of a
-// query row, E4M3 -> FP16 conversion of 16 cache bytes, and the per-device opt-in to more than
-// 48 KB of dynamic shared memory.
+// Pieces the paged-attention kernels share: finding the sequence and causal key range of a query
+// row, and E4M3 -> FP16 conversion of cache bytes.
 #pragma once
 
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <cstdint>
 
 #include "backend/cuda/kernels.h"
@@ -58,20 +56,6 @@ __device__ __forceinline__ void fp8x16_to_f16(const uint4& v, uint4* lo, uint4* 
   }
   *lo = make_uint4(o[0], o[1], o[2], o[3]);
   *hi = make_uint4(o[4], o[5], o[6], o[7]);
-}
-
-// Dynamic shared memory past 48 KB needs an opt-in per kernel and device: done once each.
-template <auto Kernel>
-cudaError_t allow_dynamic_smem(int bytes) {
-  static std::atomic<uint64_t> done{0};
-  int dev = 0;
-  cudaError_t e = cudaGetDevice(&dev);
-  if (e != cudaSuccess) return e;
-  const uint64_t bit = uint64_t{1} << (dev & 63);
-  if (done.load(std::memory_order_acquire) & bit) return cudaSuccess;
-  e = cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  if (e == cudaSuccess) done.fetch_or(bit, std::memory_order_acq_rel);
-  return e;
 }
 
 }  // namespace lancet::cuda

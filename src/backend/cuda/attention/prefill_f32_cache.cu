@@ -5,8 +5,8 @@
 // accumulation; sm_80 and later), and keeps the softmax online in registers, so the cost is
 // the tensor-core math plus one read of K/V per query tile instead of one per query token.
 // Q and P are rounded to BF16 (the usual flash-attention precision). Prompt chunks of bf16 and
-// fp8 caches take flash_prefill_gqa.cu (query heads of a KV head share the K/V tiles, split-KV);
-// this kernel serves f32 caches. The CUDA-core kernel in paged_attention.cu stays the exact path
+// fp8 caches take attention/prefill_sm80.cu (query heads of a KV head share the K/V tiles, split-KV);
+// this kernel serves f32 caches. The CUDA-core kernel in attention/exact.cu stays the exact path
 // (ActivationPrecision::kExact).
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -307,7 +307,8 @@ cudaError_t launch_d(const FlashParams& p, DType kv, int64_t num_tokens, cudaStr
 
 }  // namespace
 
-cudaError_t launch_flash_prefill(const PagedAttentionArgs& a, const KvCacheLayer& c, unsigned* err, cudaStream_t s) {
+cudaError_t launch_attention_prefill_f32_cache(const PagedAttentionArgs& a, const KvCacheLayer& c, unsigned* err,
+                                               cudaStream_t s) {
   if (a.num_tokens <= 0) return cudaSuccess;
   if (a.num_tokens > 0x3fffffffLL || a.num_seqs <= 0 || c.num_kv_heads <= 0 || a.num_heads % c.num_kv_heads != 0)
     return cudaErrorInvalidValue;

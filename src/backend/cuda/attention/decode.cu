@@ -17,14 +17,15 @@
 // Precision: Q and P are rounded to BF16 for a BF16 cache; for an FP8 cache the MMA runs in
 // FP16, which holds E4M3 values exactly and rounds Q and P to FP16. The K scale is applied to
 // the scores and the V scale to the output. Accumulation is FP32.
-// Partial results of a split use paged_attention.cu's layout and reduction kernel.
+// Partial results of a split go through the split-KV merge (attention/merge.cu).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
 #include <type_traits>
 
-#include "backend/cuda/attention_common.cuh"
+#include "backend/cuda/attention/common.cuh"
+#include "backend/cuda/dynamic_smem.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/mma.cuh"
@@ -389,15 +390,15 @@ cudaError_t launch_dim(const DecodeParams& p, DType kv, int64_t num_tokens, cuda
   cudaError_t e = kv == DType::kF8E4M3 ? launch_typed<D, __nv_fp8_e4m3>(p, num_tokens, s)
                                        : launch_typed<D, __nv_bfloat16>(p, num_tokens, s);
   if (e != cudaSuccess || p.num_splits == 1) return e;
-  return launch_attention_reduce(p.partial, num_tokens * p.num_heads, p.num_splits, D, p.out, s);
+  return launch_attention_merge(p.partial, num_tokens * p.num_heads, p.num_splits, D, p.out, s);
 }
 
 }  // namespace
 
-int flash_decode_heads_per_cta() { return kRows; }
+int attention_decode_heads_per_cta() { return kRows; }
 
-cudaError_t launch_flash_decode(const PagedAttentionArgs& a, const KvCacheLayer& c, const AttentionPlan& plan,
-                                unsigned* err, cudaStream_t s) {
+cudaError_t launch_attention_decode(const PagedAttentionArgs& a, const KvCacheLayer& c, const AttentionPlan& plan,
+                                    unsigned* err, cudaStream_t s) {
   if (a.num_tokens <= 0) return cudaSuccess;
   if (a.num_tokens > 0x7fffffffLL || a.num_seqs <= 0 || c.num_kv_heads <= 0 || a.num_heads % c.num_kv_heads != 0)
     return cudaErrorInvalidValue;
