@@ -115,8 +115,6 @@ Status run(const EvalPrecisionFlags& f) {
   if (!f.quantization.empty() && !fp8_weights && f.quantization != "none")
     return InvalidArgument("--quantization must be fp8 or none");
   if (!fp8_kv && f.kv_cache_dtype != "auto") return InvalidArgument("--kv-cache-dtype must be fp8 or auto");
-  if (!fp8_weights && !fp8_kv && !f.w8a8)
-    return InvalidArgument("nothing to compare: pass --quantization fp8, --w8a8 and/or --kv-cache-dtype fp8");
   if (f.prompts.empty() && f.golden.empty()) return InvalidArgument("pass --prompts FILE or --golden FILE");
   ASSIGN_OR_RETURN(const Fp8Rounding rounding, parse_fp8_rounding(f.rounding));
   if (rounding == Fp8Rounding::kGptq && f.calibrate.empty())
@@ -125,6 +123,8 @@ Status run(const EvalPrecisionFlags& f) {
     return InvalidArgument("--calibrate is for --fp8-rounding gptq");
   if (rounding == Fp8Rounding::kGptq && !fp8_weights) return InvalidArgument("--fp8-rounding needs --quantization fp8");
   if (f.w8a8 && f.backend != "cpu") return InvalidArgument("--w8a8 emulates the GPU on the cpu backend only");
+  if (!fp8_weights && !fp8_kv && !f.w8a8)
+    return InvalidArgument("nothing to compare: pass --quantization fp8, --w8a8 and/or --kv-cache-dtype fp8");
 
   ASSIGN_OR_RETURN(std::unique_ptr<ModelSource> src, open_model_source(f.model));
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> be, make_backend(f.backend));

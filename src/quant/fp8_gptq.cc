@@ -21,6 +21,14 @@ namespace {
 constexpr double kMaxDamp = 10.0;
 constexpr int64_t kRowTile = 8;
 
+// y[0, n) -= a * x[0, n): the inner loop of every step here. Built for AVX2+FMA and for the
+// baseline, picked at load time by the CPU (GCC function multiversioning).
+__attribute__((target_clones("arch=haswell", "default"))) void sub_scaled(float* __restrict__ y,
+                                                                         const float* __restrict__ x, float a,
+                                                                         int64_t n) {
+  for (int64_t j = 0; j < n; ++j) y[j] -= a * x[j];
+}
+
 // In-place upper Cholesky a = S^T S of a symmetric [k, k] (upper triangle read and written).
 // False when a pivot is not positive (a not positive definite in f32).
 bool cholesky_upper(float* a, int64_t k) {
@@ -38,7 +46,7 @@ bool cholesky_upper(float* a, int64_t k) {
       for (int64_t i = p + 1 + b; i < p + 1 + e; ++i) {
         const float f = ap[i];
         float* ai = a + i * k;
-        for (int64_t j = i; j < k; ++j) ai[j] -= f * ap[j];
+        sub_scaled(ai + i, ap + i, f, k - i);
       }
     };
     if (rest * rest > 1 << 16) {
@@ -71,12 +79,12 @@ void invert_upper(const float* s, int64_t k, float* x) {
             // Rows p past i contribute to columns >= p only.
             const float f = si[p];
             const float* xp = x + p * k;
-            for (int64_t j = p; j < j1; ++j) xi[j] -= f * xp[j];
+            sub_scaled(xi + p, xp + p, f, j1 - p);
           }
           for (int64_t p = i + 1; p < j0; ++p) {
             const float f = si[p];
             const float* xp = x + p * k;
-            for (int64_t j = j0; j < j1; ++j) xi[j] -= f * xp[j];
+            sub_scaled(xi + j0, xp + j0, f, j1 - j0);
           }
           const float inv = 1.f / si[i];
           if (i >= j0) xi[i] += 1.f;
@@ -85,32 +93,6 @@ void invert_upper(const float* s, int64_t k, float* x) {
       }
     }
   }, 1);
-}
-
-// The row's scale: absmax-based, or the best of 16 grid alignments under H's diagonal.
-float row_scale(const float* row, int64_t cols, const Fp8GptqFactor& f, Fp8ScaleDType dtype) {
-  const float base = fp8_row_scale(row, cols, dtype);
-  if (!f.scale_search) return base;
-  float best = base;
-  double best_err = -1;
-  for (int i = 0; i < 16; ++i) {
-    float s = fp8_row_scale(row, cols, Fp8ScaleDType::kF32) * std::exp2(static_cast<float>(i) / 16.f);
-    if (dtype == Fp8ScaleDType::kBF16) {
-      uint16_t b = f32_to_bf16(s);
-      if (bf16_to_f32(b) < s) ++b;
-      s = bf16_to_f32(b);
-    }
-    double err = 0;
-    for (int64_t c = 0; c < cols; ++c) {
-      const float d = row[c] - fp8e4m3_to_f32(f32_to_fp8e4m3(row[c] / s, true)) * s;
-      err += static_cast<double>(f.diag[c]) * d * d;
-    }
-    if (best_err < 0 || err < best_err) {
-      best_err = err;
-      best = s;
-    }
-  }
-  return best;
 }
 
 }  // namespace
@@ -155,8 +137,6 @@ StatusOr<Fp8GptqFactor> fp8_gptq_factor(const float* h, int64_t k, const std::st
     damp = damp > 0 ? std::min(kMaxDamp, damp * 10) : 1e-4;
   }
   f.damp_used = damp;
-  f.diag = diag;
-  f.scale_search = opts.scale_search;
   std::vector<float> x(static_cast<size_t>(k * k));
   for (int64_t i = 0; i < k; ++i)
     for (int64_t j = 0; j < i; ++j) a[i * k + j] = 0.f;
@@ -188,7 +168,7 @@ Status quantize_fp8_gptq(const float* w, int64_t rows, int64_t cols, const Fp8Gp
       const int64_t r0 = t * kRowTile, nr = std::min(kRowTile, rows - r0);
       for (int64_t r = 0; r < nr; ++r) {
         const float* row = w + (r0 + r) * cols;
-        scales[r0 + r] = row_scale(row, cols, f, opts.scale_dtype);
+        scales[r0 + r] = fp8_row_scale(row, cols, opts.scale_dtype);
         for (int64_t i = 0; i < cols; ++i) wt[r * cols + i] = row[f.order[i]];
       }
       for (int64_t i = 0; i < cols; ++i) {
@@ -205,7 +185,7 @@ Status quantize_fp8_gptq(const float* w, int64_t rows, int64_t cols, const Fp8Gp
         for (int64_t r = 0; r < nr; ++r) {
           const float e = err[r];
           float* wr = wt.data() + r * cols;
-          for (int64_t j = i + 1; j < cols; ++j) wr[j] -= e * ui[j];
+          sub_scaled(wr + i + 1, ui + i + 1, e, cols - i - 1);
         }
       }
     }

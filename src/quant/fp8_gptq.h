@@ -30,10 +30,6 @@ struct Fp8GptqOptions {
   // still not positive definite the damping is raised tenfold, up to kMaxDamp.
   double damp = 0.01;
   bool act_order = true;
-  // Each row's scale chosen among absmax / 448 * 2^(i/16), i = 0..15 (every alignment of the
-  // E4M3 grid to the row; none clips), minimising sum_c H_cc (w_c - q_c)^2 of round-to-nearest;
-  // false keeps the absmax scale.
-  bool scale_search = false;
 };
 
 // The factorization of one H, shared by every weight that reads the same input (q/k/v_proj,
@@ -43,8 +39,6 @@ struct Fp8GptqFactor {
   std::vector<int32_t> order;  // [cols] column quantized at step i
   std::vector<float> u;        // [cols, cols] row-major upper Cholesky factor of H^-1, in `order`
   double damp_used = 0;        // the damping that made H positive definite
-  std::vector<float> diag;     // [cols] H_cc in the weight's column order (for scale_search)
-  bool scale_search = false;
 };
 
 // Factors h ([cols, cols], symmetric, X^T X summed over calibration rows; only finite values).
