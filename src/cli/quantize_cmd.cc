@@ -458,7 +458,8 @@ int cmd_quantize(int argc, char** argv) {
   float margin = KvCalibrationOptions{}.margin;
   app.add_option("--calibrate", calibrate,
                  "prompt file (text lines, or JSON lines with prompt / prompt_ids): write static FP8 KV "
-                 "cache scales (self_attn.k_scale / v_scale) calibrated on it");
+                 "cache scales (self_attn.k_scale / v_scale) calibrated on it, and round the weights "
+                 "with error compensation over its second moments (see --fp8-rounding)");
   auto* margin_opt = app.add_option("--calibrate-margin", margin, "KV scale = absmax * margin / 448")
                          ->capture_default_str();
   std::string rounding;
