@@ -56,6 +56,13 @@ struct WeightMatrix {
   // A backend-private copy in the layout of that backend's kernels (CPU: row-interleaved
   // blocks, backend/cpu/quant_gemm.h), kept alive by owner; null when only data is used.
   const void* packed = nullptr;
+  // W8A8 emulation on the CPU backend: each input row of the matmul is quantized to E4M3
+  // first (dynamic per-row scale absmax / 448, quant/fp8_quantize.h), as the GPU's FP8
+  // tensor-core paths do for F8_E4M3 weights, so CPU measurements reflect what the GPU
+  // computes (set on a 16-bit weight it measures the activation rounding alone). Off
+  // (f32 activations) by default; the CUDA backend ignores it (its FP8 GEMMs always quantize
+  // their input).
+  bool fp8_activations = false;
 };
 
 // What to make a WeightMatrix from: a 2-D tensor of the model source plus optional FP8 scales.

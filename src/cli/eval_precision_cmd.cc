@@ -1,7 +1,9 @@
 // `lancet eval-precision --model PATH [--quantization fp8] [--kv-cache-dtype fp8] [--prompts FILE]
 // [--text FILE] [--golden FILE] [--json] [--check]`: runs the same prompts through the reference
 // path (the checkpoint's precision; a GGUF model dequantized to BF16) and the FP8 path (FP8
-// weights quantized per channel at load, and/or an FP8 KV cache) and reports top-1 agreement,
+// weights quantized per channel at load, rounded to nearest or with --fp8-rounding gptq
+// --calibrate PROMPTS error-compensated; --w8a8 also quantizes the projections' inputs per
+// token as the GPU does; and/or an FP8 KV cache) and reports top-1 agreement,
 // mean/min logit cosine, mean KL(ref || fp8) and, on a text, the perplexity of both. With
 // --golden (fixtures' HF golden logits) the golden prompts are used and both paths are also
 // compared with the HF logits. --check exits 1 below the FP8 acceptance bar (top-1 >= 98%,
@@ -11,6 +13,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -18,7 +21,9 @@
 #include "backend/backend.h"
 #include "cli/commands.h"
 #include "cli/parse_args.h"
+#include "cli/quantize_calibration.h"
 #include "core/thread_pool.h"
+#include "eval/fp8_gptq_calibration.h"
 #include "eval/golden_eval.h"
 #include "eval/precision_eval.h"
 #include "io/model_source.h"
@@ -32,6 +37,8 @@ namespace {
 
 struct EvalPrecisionFlags {
   std::string model, quantization, kv_cache_dtype = "auto", prompts, text, golden, backend = "cpu";
+  std::string rounding = "nearest", calibrate;  // FP8 weight rounding; gptq's calibration prompts
+  bool w8a8 = false;                            // FP8 activations per token (GPU emulation)
   int64_t max_prompts = 0;         // 0 = all
   int64_t max_text_tokens = 2048;  // 0 = all
   int64_t max_golden_len = 0;      // golden cases with longer prompts are skipped (0 = none)
@@ -108,9 +115,16 @@ Status run(const EvalPrecisionFlags& f) {
   if (!f.quantization.empty() && !fp8_weights && f.quantization != "none")
     return InvalidArgument("--quantization must be fp8 or none");
   if (!fp8_kv && f.kv_cache_dtype != "auto") return InvalidArgument("--kv-cache-dtype must be fp8 or auto");
-  if (!fp8_weights && !fp8_kv)
-    return InvalidArgument("nothing to compare: pass --quantization fp8 and/or --kv-cache-dtype fp8");
   if (f.prompts.empty() && f.golden.empty()) return InvalidArgument("pass --prompts FILE or --golden FILE");
+  ASSIGN_OR_RETURN(const Fp8Rounding rounding, parse_fp8_rounding(f.rounding));
+  if (rounding == Fp8Rounding::kGptq && f.calibrate.empty())
+    return InvalidArgument("--fp8-rounding gptq needs --calibrate PROMPTS");
+  if (!f.calibrate.empty() && rounding != Fp8Rounding::kGptq)
+    return InvalidArgument("--calibrate is for --fp8-rounding gptq");
+  if (rounding == Fp8Rounding::kGptq && !fp8_weights) return InvalidArgument("--fp8-rounding needs --quantization fp8");
+  if (f.w8a8 && f.backend != "cpu") return InvalidArgument("--w8a8 emulates the GPU on the cpu backend only");
+  if (!fp8_weights && !fp8_kv && !f.w8a8)
+    return InvalidArgument("nothing to compare: pass --quantization fp8, --w8a8 and/or --kv-cache-dtype fp8");
 
   ASSIGN_OR_RETURN(std::unique_ptr<ModelSource> src, open_model_source(f.model));
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> be, make_backend(f.backend));
@@ -136,10 +150,20 @@ Status run(const EvalPrecisionFlags& f) {
     }
   }
 
+  // Error-compensating rounding: calibrated on prompts that are not the evaluation's.
+  std::optional<Fp8GptqFactors> gptq;
+  if (rounding == Fp8Rounding::kGptq) {
+    ASSIGN_OR_RETURN(std::vector<std::vector<int32_t>> cal, read_calibration_prompts(f.calibrate, *src));
+    auto g = calibrate_fp8_gptq(*src, *be, cal);
+    if (!g.ok()) return g.status().with_context("--calibrate");
+    gptq = std::move(*g);
+  }
   LlamaModelOptions ro, to;
   ro.weights.dequantize_to_bf16 = gguf;
   to.weights.dequantize_to_bf16 = gguf;
   to.weights.quantize_fp8 = fp8_weights;
+  to.weights.fp8_activations = f.w8a8;
+  to.weights.fp8_gptq = gptq ? &*gptq : nullptr;
   ASSIGN_OR_RETURN(auto ref, LlamaModel::create(*src, *be, ro));
   ASSIGN_OR_RETURN(auto test, LlamaModel::create(*src, *be, to));
 
@@ -172,13 +196,17 @@ Status run(const EvalPrecisionFlags& f) {
   const TensorView* q0 = src->find("model.layers.0.self_attn.q_proj.weight");
   const std::string stored = q0 ? dtype_name(q0->dtype) : "?";
   const std::string ref_desc = gguf ? "bf16 (gguf " + stored + " dequantized)" : stored + " weights";
-  std::string test_desc = fp8_weights ? "fp8 e4m3 weights (per channel)" : ref_desc;
+  std::string test_desc = fp8_weights ? std::string("fp8 e4m3 weights (per channel, rounding ") +
+                                            fp8_rounding_name(rounding) + ")"
+                                      : ref_desc;
+  if (f.w8a8) test_desc += ", fp8 activations per token (w8a8 emulation)";
   test_desc += fp8_kv ? ", fp8 kv cache (scales: " + kv_scale_source + ")" : ", f32 kv cache";
   const bool has_text = rep.text_tokens > 0;
   const bool pass = rep.prompts.top1_agreement() >= 0.98 && rep.prompts.mean_cosine >= 0.992 &&
                     (!has_text || rep.perplexity_increase() <= 0.02);
   if (f.json) {
     nlohmann::json j{{"model", f.model}, {"reference", ref_desc}, {"test", test_desc},
+                     {"fp8_rounding", fp8_weights ? fp8_rounding_name(rounding) : nullptr}, {"w8a8", f.w8a8},
                      {"prompts", rep.num_prompts}, {"prompt_agreement", agreement_json(rep.prompts)},
                      {"ref_seconds", rep.ref_seconds}, {"test_seconds", rep.test_seconds}, {"pass", pass}};
     if (has_text) {
@@ -218,6 +246,14 @@ int cmd_eval_precision(int argc, char** argv) {
   EvalPrecisionFlags f;
   app.add_option("--model,-m", f.model, "HF checkpoint directory or .gguf")->required();
   app.add_option("--quantization,-q", f.quantization, "fp8: FP8 weights quantized per channel at load");
+  app.add_option("--fp8-rounding", f.rounding,
+                 "nearest, or gptq: error-compensating rounding calibrated on --calibrate PROMPTS")
+      ->capture_default_str();
+  app.add_option("--calibrate", f.calibrate,
+                 "calibration prompts for --fp8-rounding gptq (the format of lancet quantize --calibrate; "
+                 "use text that is not evaluated)");
+  app.add_flag("--w8a8", f.w8a8,
+               "quantize the FP8 projections' inputs per token to E4M3 as the GPU does (default: weight-only)");
   app.add_option("--kv-cache-dtype", f.kv_cache_dtype, "fp8: FP8 E4M3 KV cache on the test path")
       ->capture_default_str();
   app.add_option("--prompts", f.prompts, "prompt file, one prompt per line ('#' lines skipped)");

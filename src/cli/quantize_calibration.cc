@@ -1,5 +1,5 @@
 // Calibration prompts for `lancet quantize --calibrate` (text lines or JSON lines) and the
-// calibration pass over the source model.
+// calibration passes over the source model (KV / activation scales, GPTQ second moments).
 #include "cli/quantize_calibration.h"
 
 #include <nlohmann/json.hpp>
@@ -106,6 +106,13 @@ StatusOr<KvScales> calibrate_checkpoint_kv_scales(const ModelSource& src, const 
                                                       cal.static_activations ? activations : nullptr));
   LOG_INFO("kv calibration: " << prompts.size() << " prompts, " << tokens << " tokens, margin " << cal.margin);
   return scales;
+}
+
+StatusOr<Fp8GptqFactors> calibrate_checkpoint_gptq(const ModelSource& src, const std::string& prompts_path,
+                                                   Fp8GptqCalibrationStats* stats) {
+  ASSIGN_OR_RETURN(std::vector<std::vector<int32_t>> prompts, read_calibration_prompts(prompts_path, src));
+  ASSIGN_OR_RETURN(std::unique_ptr<Backend> be, make_backend("cpu"));
+  return calibrate_fp8_gptq(src, *be, prompts, Fp8GptqOptions{}, stats);
 }
 
 std::string kv_scale_tensor_name(int64_t layer, bool value) {

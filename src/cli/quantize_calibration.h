@@ -13,6 +13,7 @@
 
 #include "core/status.h"
 #include "eval/activation_scales.h"
+#include "eval/fp8_gptq_calibration.h"
 #include "io/model_source.h"
 #include "model/kv_calibration.h"
 
@@ -38,6 +39,11 @@ struct CheckpointCalibration {
 // with cal.static_activations the activation scales into *activations.
 StatusOr<KvScales> calibrate_checkpoint_kv_scales(const ModelSource& src, const CheckpointCalibration& cal,
                                                   ActivationScales* activations = nullptr);
+
+// The error-compensation factors of every quantized weight (eval/fp8_gptq_calibration.h),
+// calibrated on the prompts of `prompts_path` (read as read_calibration_prompts reads them).
+StatusOr<Fp8GptqFactors> calibrate_checkpoint_gptq(const ModelSource& src, const std::string& prompts_path,
+                                                   Fp8GptqCalibrationStats* stats = nullptr);
 
 // The checkpoint tensor names the scales are written under (what kv_scales_from_checkpoint
 // and vLLM read): model.layers.N.self_attn.k_scale / v_scale.

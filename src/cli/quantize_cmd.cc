@@ -15,6 +15,9 @@
 // quantization_config as compressed-tensors does for a static FP8 KV cache. With
 // --static-activation-scales the same pass also measures the input of every linear projection
 // and writes <module>.input_scale (F32 scalars) with static per-tensor input_activations.
+// With --calibrate the weights are rounded with error compensation (GPTQ over the prompts'
+// second moments, eval/fp8_gptq_calibration.h) unless --fp8-rounding nearest; the layout is
+// the same either way.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -51,6 +54,8 @@ struct Fp8ConvertConfig {
   Fp8QuantizeOptions quant;
   uint64_t max_shard_bytes = 5ull << 30;
   std::optional<CheckpointCalibration> calibrate;  // static KV cache scales (--calibrate)
+  // How the weights round; kGptq needs calibrate (its prompts give the second moments).
+  Fp8Rounding rounding = Fp8Rounding::kNearest;
 };
 
 // The quantization_config of an FP8_DYNAMIC compressed-tensors checkpoint; with static_kv, a
@@ -209,7 +214,7 @@ bool is_qk(const std::string& name) {
 
 // Converts and writes one shard.
 Status write_shard(const ModelSource& src, const std::vector<Planned>& tensors, const Fp8ConvertConfig& cfg,
-                   const fs::path& path) {
+                   const Fp8GptqFactors* gptq, const fs::path& path) {
   std::vector<OwnedTensor> owned;
   owned.reserve(tensors.size() * 2);
   std::vector<SafetensorsWriteTensor> out;
@@ -221,7 +226,9 @@ Status write_shard(const ModelSource& src, const std::vector<Planned>& tensors, 
     }
     const TensorView& t = *src.find(p.name);
     if (fp8_quantizes_tensor(p.name)) {
-      ASSIGN_OR_RETURN(Fp8Weight w, quantize_weight_fp8(t, p.name, cfg.quant));
+      const Fp8GptqFactor* f = gptq ? gptq->find(p.name) : nullptr;
+      if (gptq && !f) return Internal("no error-compensation factor for " + p.name);
+      ASSIGN_OR_RETURN(Fp8Weight w, quantize_weight_fp8(t, p.name, cfg.quant, f));
       if (permuted && is_qk(p.name)) {
         unpermute_rows(&w.weight, src.config().head_dim);
         unpermute_rows(&w.scale, src.config().head_dim);
@@ -304,6 +311,19 @@ Status convert_fp8(const Fp8ConvertConfig& cfg) {
     kv_scales = std::move(*s);
     if (static_act) act_scales = std::move(act);
   }
+  // Error-compensating rounding: the second moments come from the same prompts.
+  std::optional<Fp8GptqFactors> gptq;
+  if (cfg.rounding == Fp8Rounding::kGptq) {
+    if (!cfg.calibrate) return InvalidArgument("GPTQ rounding needs calibration prompts (--calibrate)");
+    std::fprintf(stderr, "quantize: calibrating error-compensating rounding on %s\n",
+                 cfg.calibrate->prompts_path.c_str());
+    Fp8GptqCalibrationStats gs;
+    auto g = calibrate_checkpoint_gptq(*src, cfg.calibrate->prompts_path, &gs);
+    if (!g.ok()) return g.status().with_context("--calibrate");
+    gptq = std::move(*g);
+    std::fprintf(stderr, "quantize: gptq factors for %zu weights from %lld prompts, %lld tokens (damping %g)\n",
+                 gptq->size(), static_cast<long long>(gs.prompts), static_cast<long long>(gs.tokens), gs.max_damp);
+  }
   // A quantized projection's static input scale ("model.layers.N.mlp.down_proj.weight" ->
   // its module's scale).
   auto input_scale_of = [&](const std::string& weight) -> float {
@@ -363,7 +383,7 @@ Status convert_fp8(const Fp8ConvertConfig& cfg) {
     std::snprintf(buf, sizeof(buf), "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
     const std::string file = shards.size() == 1 ? "model.safetensors" : buf;
     std::fprintf(stderr, "quantize: writing %s (%zu tensors)\n", file.c_str(), shards[i].size());
-    RETURN_IF_ERROR(write_shard(*src, shards[i], cfg, out_dir / file));
+    RETURN_IF_ERROR(write_shard(*src, shards[i], cfg, gptq ? &*gptq : nullptr, out_dir / file));
     for (const Planned& p : shards[i]) {
       weight_map[p.name] = file;
       if (fp8_quantizes_tensor(p.name))
@@ -438,9 +458,14 @@ int cmd_quantize(int argc, char** argv) {
   float margin = KvCalibrationOptions{}.margin;
   app.add_option("--calibrate", calibrate,
                  "prompt file (text lines, or JSON lines with prompt / prompt_ids): write static FP8 KV "
-                 "cache scales (self_attn.k_scale / v_scale) calibrated on it");
+                 "cache scales (self_attn.k_scale / v_scale) calibrated on it, and round the weights "
+                 "with error compensation over its second moments (see --fp8-rounding)");
   auto* margin_opt = app.add_option("--calibrate-margin", margin, "KV scale = absmax * margin / 448")
                          ->capture_default_str();
+  std::string rounding;
+  app.add_option("--fp8-rounding", rounding,
+                 "gptq: error-compensating rounding over the --calibrate prompts' second moments (the "
+                 "default with --calibrate); nearest: round to nearest (the default without)");
   bool static_act = false;
   app.add_flag("--static-activation-scales", static_act,
                "with --calibrate: also write a static input_scale for every quantized projection "
@@ -467,6 +492,17 @@ int cmd_quantize(int argc, char** argv) {
     return 2;
   }
   if (!calibrate.empty()) cfg.calibrate = CheckpointCalibration{calibrate, margin, static_act};
+  if (rounding.empty()) rounding = calibrate.empty() ? "nearest" : "gptq";
+  if (auto r = parse_fp8_rounding(rounding); !r.ok()) {
+    std::fprintf(stderr, "lancet quantize: --fp8-rounding must be nearest or gptq\n");
+    return 2;
+  } else {
+    cfg.rounding = *r;
+  }
+  if (cfg.rounding == Fp8Rounding::kGptq && calibrate.empty()) {
+    std::fprintf(stderr, "lancet quantize: --fp8-rounding gptq needs --calibrate PROMPTS\n");
+    return 2;
+  }
   cfg.quant.scale_dtype = scale_dtype == "bf16" ? Fp8ScaleDType::kBF16 : Fp8ScaleDType::kF32;
   cfg.max_shard_bytes = static_cast<uint64_t>(max_shard_gb * 1e9);
   Status st = convert_fp8(cfg);

@@ -10,15 +10,29 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/status.h"
+
 namespace lancet {
 
 enum class LinearInput { kQkv, kO, kGateUp, kDown };
 
-// LlamaModel::set_activation_observer's hook: running absmax per layer and input.
-struct ActivationAbsmaxObserver {
+// LlamaModel::set_activation_observer's hook: called with a host copy of the input of each
+// layer's linear projections, once per step and input (q/k/v share one call, gate/up one).
+class LinearInputObserver {
+ public:
+  virtual ~LinearInputObserver() = default;
+  virtual Status observe(int64_t layer, LinearInput which, const float* x /*[rows, cols]*/, int64_t rows,
+                         int64_t cols) = 0;
+  // A NaN or infinite activation was seen (the calibration is then meaningless).
+  virtual bool saw_non_finite() const = 0;
+};
+
+// Running absmax per layer and input.
+struct ActivationAbsmaxObserver final : LinearInputObserver {
   std::vector<float> qkv, o, gate_up, down;  // [num_layers]
-  bool saw_non_finite = false;
-  void observe(int64_t layer, LinearInput which, const float* x /*[n]*/, int64_t n);
+  bool non_finite = false;
+  Status observe(int64_t layer, LinearInput which, const float* x, int64_t rows, int64_t cols) override;
+  bool saw_non_finite() const override { return non_finite; }
 };
 
 // A static FP8 scale from a calibrated absmax: absmax * margin / 448. An absmax of 0 (dummy

@@ -87,7 +87,7 @@ KvScales kv_scales_from_absmax(const std::vector<float>& k_absmax, const std::ve
 
 StatusOr<KvScales> calibrate_kv_scales(LlamaModel& model, Backend& backend,
                                        const std::vector<std::vector<int32_t>>& prompts,
-                                       const KvCalibrationOptions& opts, ActivationAbsmaxObserver* activations) {
+                                       const KvCalibrationOptions& opts, LinearInputObserver* activations) {
   if (!(opts.margin >= 1.f && opts.margin <= 16.f))
     return InvalidArgument("kv calibration: margin must be in [1, 16]");
   const int64_t max_len = model.max_model_len();
@@ -123,7 +123,7 @@ StatusOr<KvScales> calibrate_kv_scales(LlamaModel& model, Backend& backend,
   model.set_activation_observer(nullptr);
   if (!st.ok()) return st.with_context("kv calibration");
   if (obs.saw_non_finite) return FailedPrecondition("kv calibration: the model produced non-finite keys or values");
-  if (activations && activations->saw_non_finite)
+  if (activations && activations->saw_non_finite())
     return FailedPrecondition("activation calibration: the model produced non-finite activations");
   KvScales s = kv_scales_from_absmax(obs.k_absmax, obs.v_absmax, opts.margin);
   LOG_DEBUG("kv calibration: " << obs.tokens << " tokens, margin " << opts.margin);

@@ -58,7 +58,7 @@ struct KvCalibrationOptions {
 StatusOr<KvScales> calibrate_kv_scales(LlamaModel& model, Backend& backend,
                                        const std::vector<std::vector<int32_t>>& prompts,
                                        const KvCalibrationOptions& opts = {},
-                                       ActivationAbsmaxObserver* activations = nullptr);
+                                       LinearInputObserver* activations = nullptr);
 
 // Scales from per-layer absmax values (what calibrate_kv_scales applies).
 KvScales kv_scales_from_absmax(const std::vector<float>& k_absmax, const std::vector<float>& v_absmax, float margin);

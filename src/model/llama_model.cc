@@ -23,14 +23,13 @@ static Status observe_kv(Backend& be, KvAbsmaxObserver* obs, int64_t layer, cons
 
 // The activation hook: one linear input of this layer ([n] floats), copied to the host and
 // folded into the observer.
-static Status observe_input(Backend& be, ActivationAbsmaxObserver* obs, int64_t layer, LinearInput which,
-                            const float* x /*[n]*/, int64_t n) {
+static Status observe_input(Backend& be, LinearInputObserver* obs, int64_t layer, LinearInput which,
+                            const float* x /*[rows, cols]*/, int64_t rows, int64_t cols) {
   if (!obs) return OkStatus();
-  std::vector<float> h(static_cast<size_t>(n));
+  std::vector<float> h(static_cast<size_t>(rows * cols));
   RETURN_IF_ERROR(be.synchronize());
   RETURN_IF_ERROR(be.copy_to_host(h.data(), x, h.size() * sizeof(float)));
-  obs->observe(layer, which, h.data(), n);
-  return OkStatus();
+  return obs->observe(layer, which, h.data(), rows, cols);
 }
 
 StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::create(const ModelSource& src, Backend& backend,
@@ -207,7 +206,7 @@ Status LlamaModel::enqueue(const StepView& st, PagedKvCache& cache) {
     const LlamaLayerWeights& L = w_.layers[l];
     RmsNormArgs n1{T, H, l == 0 ? nullptr : proj, residual, L.input_norm.as<float>(), eps, hidden};
     RETURN_IF_ERROR(be_.rms_norm(n1));
-    RETURN_IF_ERROR(observe_input(be_, act_observer_, l, LinearInput::kQkv, hidden, T * H));
+    RETURN_IF_ERROR(observe_input(be_, act_observer_, l, LinearInput::kQkv, hidden, T, H));
     const WeightMatrix* qkv[3] = {&L.q, &L.k, &L.v};
     RETURN_IF_ERROR(be_.matmul_multi(hidden, T, qkv, qkv_out));
     RETURN_IF_ERROR(be_.rope(ra));
@@ -215,15 +214,15 @@ Status LlamaModel::enqueue(const StepView& st, PagedKvCache& cache) {
                                                   cfg_.num_kv_heads * D));
     RETURN_IF_ERROR(be_.kv_write(kw, cache.layer(l)));
     RETURN_IF_ERROR(be_.paged_attention(pa, cache.layer(l)));
-    RETURN_IF_ERROR(observe_input(be_, act_observer_, l, LinearInput::kO, attn_.as<float>(), T * cfg_.num_heads * D));
+    RETURN_IF_ERROR(observe_input(be_, act_observer_, l, LinearInput::kO, attn_.as<float>(), T, cfg_.num_heads * D));
     RETURN_IF_ERROR(be_.matmul(attn_.as<float>(), T, L.o, proj));
     RmsNormArgs n2{T, H, proj, residual, L.post_norm.as<float>(), eps, hidden};
     RETURN_IF_ERROR(be_.rms_norm(n2));
-    RETURN_IF_ERROR(observe_input(be_, act_observer_, l, LinearInput::kGateUp, hidden, T * H));
+    RETURN_IF_ERROR(observe_input(be_, act_observer_, l, LinearInput::kGateUp, hidden, T, H));
     RETURN_IF_ERROR(be_.matmul_gate_up_silu(hidden, T, L.gate, L.up, gate_.as<float>(), up_.as<float>(),
                                             act_.as<float>()));
-    RETURN_IF_ERROR(observe_input(be_, act_observer_, l, LinearInput::kDown, act_.as<float>(),
-                                  T * cfg_.intermediate_size));
+    RETURN_IF_ERROR(observe_input(be_, act_observer_, l, LinearInput::kDown, act_.as<float>(), T,
+                                  cfg_.intermediate_size));
     RETURN_IF_ERROR(be_.matmul(act_.as<float>(), T, L.down, proj));
   }
   if (R == 0) return OkStatus();

@@ -68,10 +68,10 @@ class LlamaModel {
   // layer's K (after rope) and V rows to the host and folds their absmax into the observer.
   // Null (the default) costs one pointer test per layer.
   void set_kv_observer(KvAbsmaxObserver* observer) { kv_observer_ = observer; }
-  // Static activation scale calibration (model/fp8_scales.h): while set, every step
-  // copies the inputs of each layer's linear projections to the host and folds their absmax
-  // into the observer.
-  void set_activation_observer(ActivationAbsmaxObserver* observer) { act_observer_ = observer; }
+  // Static activation scale and second-moment calibration (model/fp8_scales.h): while set,
+  // every step copies the inputs of each layer's linear projections to the host and hands
+  // them to the observer.
+  void set_activation_observer(LinearInputObserver* observer) { act_observer_ = observer; }
   ~LlamaModel();
 
  private:
@@ -92,7 +92,7 @@ class LlamaModel {
   std::unique_ptr<DecodeGraphs> graphs_;  // null when disabled or unsupported
   StepUploader uploader_;                 // the metadata of steps that run eagerly
   KvAbsmaxObserver* kv_observer_ = nullptr;  // calibration only
-  ActivationAbsmaxObserver* act_observer_ = nullptr;  // likewise
+  LinearInputObserver* act_observer_ = nullptr;  // likewise
 };
 
 }  // namespace lancet

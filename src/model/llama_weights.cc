@@ -38,7 +38,7 @@ struct Loader {
     spec.scale = src.find(base + "weight_scale");
     TensorView converted, converted_scale;
     if (opts.quantize_fp8 && !is_fp8(t->dtype) && fp8_quantizes_tensor(name)) {
-      auto q = quantize_weight_fp8(*t, name);
+      auto q = quantize_weight_fp8(*t, name, {}, opts.fp8_gptq ? opts.fp8_gptq->find(name) : nullptr);
       if (!q.ok()) return q.status().with_context(src.path());
       converted = keep(std::move(q->weight));
       converted_scale = keep(std::move(q->scale));
@@ -57,7 +57,9 @@ struct Loader {
       converted = keep(std::move(*b));
       spec.tensor = &converted;
     }
-    return be.upload_weight(spec);
+    ASSIGN_OR_RETURN(WeightMatrix w, be.upload_weight(spec));
+    w.fp8_activations = opts.fp8_activations && fp8_quantizes_tensor(name);
+    return w;
   }
 
   StatusOr<Buffer> vec(const std::string& name, int64_t n) {

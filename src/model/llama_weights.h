@@ -10,6 +10,7 @@
 
 #include "backend/backend.h"
 #include "io/model_source.h"
+#include "quant/fp8_gptq.h"
 
 namespace lancet {
 
@@ -29,6 +30,13 @@ struct LlamaWeightOptions {
   // GGUF block-quantized matrices become BF16 (dequantized, then rounded) instead of being
   // used in their block format. Applies to what quantize_fp8 leaves unquantized.
   bool dequantize_to_bf16 = false;
+  // W8A8 emulation: the decoder layers' projections quantize their input rows per token to
+  // E4M3 on the way in (WeightMatrix::fp8_activations), as the GPU runs FP8 weights; on 16-bit
+  // weights it isolates the activation rounding. CPU only, for precision measurements.
+  bool fp8_activations = false;
+  // With quantize_fp8: error-compensating rounding for the weights that have a factor here
+  // (eval/fp8_gptq_calibration.h), round to nearest for the rest. Must outlive the load.
+  const Fp8GptqFactors* fp8_gptq = nullptr;
 };
 
 struct LlamaWeights {

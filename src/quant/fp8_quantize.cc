@@ -11,6 +11,17 @@
 
 namespace lancet {
 
+namespace {
+
+Status non_finite_error(const float* w, int64_t idx, int64_t cols, const std::string& name) {
+  const float v = w[idx];
+  return InvalidArgument("tensor '" + name + "' holds " + (std::isnan(v) ? "NaN" : "an infinite value") + " at [" +
+                         std::to_string(idx / cols) + ", " + std::to_string(idx % cols) +
+                         "]; FP8 quantization needs finite weights");
+}
+
+}  // namespace
+
 float fp8_row_scale(const float* row, int64_t n, Fp8ScaleDType scale_dtype) {
   float amax = 0.0f;
   for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(row[i]));
@@ -54,18 +65,31 @@ Status quantize_fp8_per_channel(const float* w, int64_t rows, int64_t cols, cons
   } else {
     run(0, rows, 0);
   }
-  if (const int64_t idx = bad_index.load(); idx >= 0) {
-    const float v = w[idx];
-    return InvalidArgument("tensor '" + name + "' holds " + (std::isnan(v) ? "NaN" : "an infinite value") +
-                           " at [" + std::to_string(idx / cols) + ", " + std::to_string(idx % cols) +
-                           "]; FP8 quantization needs finite weights");
-  }
+  if (const int64_t idx = bad_index.load(); idx >= 0) return non_finite_error(w, idx, cols, name);
+  return OkStatus();
+}
+
+Status fp8_check_finite(const float* w, int64_t rows, int64_t cols, const std::string& name) {
+  for (int64_t i = 0; i < rows * cols; ++i)
+    if (!std::isfinite(w[i])) return non_finite_error(w, i, cols, name);
   return OkStatus();
 }
 
 void dequantize_fp8_per_channel(const uint8_t* q, const float* scales, int64_t rows, int64_t cols, float* out) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = fp8e4m3_to_f32(q[r * cols + c]) * scales[r];
+}
+
+void fake_quantize_fp8_rows(const float* x, int64_t r0, int64_t r1, int64_t cols, float* out) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* xr = x + r * cols;
+    float* o = out + r * cols;
+    float amax = 0.0f;
+    for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::fabs(xr[c]));
+    const float s = std::max(amax / kFp8E4M3Max, kFp8MinActivationScale);
+    const float inv = 1.0f / s;
+    for (int64_t c = 0; c < cols; ++c) o[c] = fp8e4m3_to_f32(f32_to_fp8e4m3(xr[c] * inv, /*saturate=*/true)) * s;
+  }
 }
 
 }  // namespace lancet

@@ -36,8 +36,20 @@ Status quantize_fp8_per_channel(const float* w /*[rows, cols]*/, int64_t rows, i
                                 const std::string& name, uint8_t* q /*[rows, cols]*/,
                                 float* scales /*[rows]*/, const Fp8QuantizeOptions& opts = {});
 
+// OK when every element is finite, else the InvalidArgument quantize_fp8_per_channel reports
+// (naming `name` and the first bad element).
+Status fp8_check_finite(const float* w /*[rows, cols]*/, int64_t rows, int64_t cols, const std::string& name);
+
 // out[r, c] = e4m3(q[r, c]) * scales[r].
 void dequantize_fp8_per_channel(const uint8_t* q /*[rows, cols]*/, const float* scales /*[rows]*/,
                                 int64_t rows, int64_t cols, float* out /*[rows, cols]*/);
+
+// Dynamic per-row (per-token) activation quantization as the FP8 GEMMs do it on the GPU
+// (backend/cuda/fp8_activations.cu): scale = max(absmax(row) / 448, kFp8MinActivationScale),
+// code = e4m3(x * (1 / scale)) rounded to nearest even and saturating; out = code * scale.
+// Rows [r0, r1) of x; out may alias x.
+constexpr float kFp8MinActivationScale = 1e-12f;
+void fake_quantize_fp8_rows(const float* x /*[rows, cols]*/, int64_t r0, int64_t r1, int64_t cols,
+                            float* out /*[rows, cols]*/);
 
 }  // namespace lancet

@@ -59,7 +59,7 @@ StatusOr<OwnedTensor> tensor_to_bf16(const TensorView& t, const std::string& nam
 }
 
 StatusOr<Fp8Weight> quantize_weight_fp8(const TensorView& t, const std::string& name,
-                                        const Fp8QuantizeOptions& opts) {
+                                        const Fp8QuantizeOptions& opts, const Fp8GptqFactor* gptq) {
   if (t.shape.size() != 2 || t.shape[0] <= 0 || t.shape[1] <= 0)
     return InvalidArgument("tensor '" + name + "': FP8 quantization needs a 2-D weight, got " +
                            shape_to_string(t.shape));
@@ -72,7 +72,11 @@ StatusOr<Fp8Weight> quantize_weight_fp8(const TensorView& t, const std::string& 
   w.weight.shape = {rows, cols};
   w.weight.bytes.resize(static_cast<size_t>(rows * cols));
   std::vector<float> scales(static_cast<size_t>(rows));
-  RETURN_IF_ERROR(quantize_fp8_per_channel(f.data(), rows, cols, name, w.weight.bytes.data(), scales.data(), opts));
+  if (gptq) {
+    RETURN_IF_ERROR(quantize_fp8_gptq(f.data(), rows, cols, *gptq, name, w.weight.bytes.data(), scales.data(), opts));
+  } else {
+    RETURN_IF_ERROR(quantize_fp8_per_channel(f.data(), rows, cols, name, w.weight.bytes.data(), scales.data(), opts));
+  }
   w.scale.shape = {rows, 1};
   if (opts.scale_dtype == Fp8ScaleDType::kBF16) {
     w.scale.dtype = DType::kBF16;

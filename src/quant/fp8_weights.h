@@ -15,6 +15,7 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "quant/fp8_gptq.h"
 #include "quant/fp8_quantize.h"
 
 namespace lancet {
@@ -42,10 +43,11 @@ struct Fp8Weight {
   OwnedTensor scale;   // F32 or BF16 [rows, 1]
 };
 
-// Quantizes a 2-D weight (any dtype tensor_to_f32 reads) per output channel. NaN/inf in the
+// Quantizes a 2-D weight (any dtype tensor_to_f32 reads) per output channel: rounded to
+// nearest, or with error compensation over `gptq` (fp8_gptq.h) when given. NaN/inf in the
 // weight is InvalidArgument naming it; an FP8 input is InvalidArgument (already quantized).
 StatusOr<Fp8Weight> quantize_weight_fp8(const TensorView& t, const std::string& name,
-                                        const Fp8QuantizeOptions& opts = {});
+                                        const Fp8QuantizeOptions& opts = {}, const Fp8GptqFactor* gptq = nullptr);
 
 // A tensor the FP8 layout keeps in high precision: nullopt when the source tensor is stored as
 // it is (F16/BF16, or an F32 vector), else the converted copy (BF16 matrix / F32 vector).

@@ -9,6 +9,7 @@
 
 #include "cpu_test_util.h"
 #include "backend/cpu/quant_gemm.h"
+#include "quant/fp8_quantize.h"
 #include "quant/gguf_blocks.h"
 
 namespace lancet {
@@ -260,6 +261,49 @@ TEST(CpuMatmul, FloatFormats) {
 TEST(CpuMatmul, Fp8WithScales) {
   check_matmul(DType::kF8E4M3, 37, 133, WeightScale::kPerTensor);
   check_matmul(DType::kF8E4M3, 41, 600, WeightScale::kPerRow);
+}
+
+// W8A8 emulation: with fp8_activations the input rows are quantized to E4M3 per row first
+// (absmax / 448), which is exactly the plain matmul of the fake-quantized rows, for FP8 and
+// 16-bit weights alike.
+TEST(CpuMatmul, Fp8ActivationsQuantizeTheInputRows) {
+  const int64_t m = 29, k = 160, n = 9;
+  const auto w = random_floats(m * k, 5);
+  std::vector<uint8_t> bytes(m * k);
+  for (int64_t i = 0; i < m * k; ++i) bytes[i] = f32_to_fp8e4m3(w[i] * 300.f);
+  std::vector<float> scales(m, 0.004f);
+  TensorView tv{DType::kF8E4M3, {m, k}, bytes.data(), bytes.size()};
+  TensorView sv{DType::kF32, {m}, scales.data(), scales.size() * 4};
+  auto x = random_floats(n * k, 8, 3.f);
+  x[5] = 40.f;  // one outlier in row 0
+  for (int64_t i = 0; i < k; ++i) x[3 * k + i] = 0.f;  // an all-zero row
+  std::vector<float> xq(n * k);
+  fake_quantize_fp8_rows(x.data(), 0, n, k, xq.data());
+  EXPECT_NE(xq, x);
+  for (const std::string& isa : available_isas()) {
+    auto be = cpu_backend(isa);
+    auto wm = be->upload_weight({"w", &tv, &sv});
+    ASSERT_TRUE(wm.ok());
+    std::vector<float> want(n * m), got(n * m), plain(n * m);
+    ASSERT_TRUE(be->matmul(xq.data(), n, *wm, want.data()).ok());
+    ASSERT_TRUE(be->matmul(x.data(), n, *wm, plain.data()).ok());
+    wm->fp8_activations = true;
+    ASSERT_TRUE(be->matmul(x.data(), n, *wm, got.data()).ok());
+    EXPECT_EQ(got, want) << isa;
+    EXPECT_NE(got, plain) << isa;
+    for (int64_t j = 0; j < m; ++j) EXPECT_EQ(got[3 * m + j], 0.f);
+    // A bf16 weight: the activation rounding alone.
+    std::vector<uint16_t> wb(m * k);
+    for (int64_t i = 0; i < m * k; ++i) wb[i] = f32_to_bf16(w[i]);
+    TensorView bv{DType::kBF16, {m, k}, wb.data(), wb.size() * 2};
+    auto bm = be->upload_weight({"b", &bv, nullptr});
+    ASSERT_TRUE(bm.ok());
+    std::vector<float> b1(n * m), b2(n * m);
+    ASSERT_TRUE(be->matmul(xq.data(), n, *bm, b1.data()).ok());
+    bm->fp8_activations = true;
+    ASSERT_TRUE(be->matmul(x.data(), n, *bm, b2.data()).ok());
+    EXPECT_EQ(b1, b2) << isa;
+  }
 }
 
 TEST(CpuMatmul, GgufBlockFormatsMatchDequantizeThenMatmul) {

@@ -4,6 +4,7 @@
 // overflow, and NaN/inf inputs are errors naming the tensor.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -182,6 +183,40 @@ TEST(Fp8Weights, PolicyAndTensorConversion) {
   std::vector<uint8_t> f8(6, 0x38);
   TensorView t8{DType::kF8E4M3, {2, 3}, f8.data(), 6};
   EXPECT_FALSE(quantize_weight_fp8(t8, "already").ok());
+}
+
+// Per-token activation quantization (the GPU's W8A8 input, emulated on the CPU): each row's
+// largest magnitude lands on 448 * scale, every value is an E4M3 code times the row scale within
+// half a step of the input, and a zero row stays zero.
+TEST(Fp8Quantize, ActivationRowsPerTokenScale) {
+  const int64_t rows = 4, cols = 77;
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> x(rows * cols);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) x[r * cols + c] = nd(rng) * std::ldexp(1.f, static_cast<int>(r) * 5 - 6);
+  for (int64_t c = 0; c < cols; ++c) x[2 * cols + c] = 0.f;
+  x[1 * cols + 10] = 5000.f;  // an outlier sets row 1's scale
+  std::vector<float> out(rows * cols);
+  fake_quantize_fp8_rows(x.data(), 0, rows, cols, out.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    float amax = 0.f;
+    for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::fabs(x[r * cols + c]));
+    const float s = std::max(amax / 448.f, kFp8MinActivationScale);
+    for (int64_t c = 0; c < cols; ++c) {
+      const float v = x[r * cols + c], o = out[r * cols + c];
+      const float code = e4m3_by_definition(f32_to_fp8e4m3(v * (1.f / s)));
+      EXPECT_EQ(o, code * s) << r << "," << c;
+      // Half a step: 1/16 relative for normal values, 2^-10 * s absolute for subnormals.
+      EXPECT_LE(std::fabs(o - v), std::max(std::fabs(v) / 16.f, std::ldexp(1.f, -10) * s) * 1.0001f) << r << "," << c;
+      if (std::fabs(v) == amax && amax > 0.f) EXPECT_EQ(code, std::copysign(448.f, v));
+    }
+  }
+  for (int64_t c = 0; c < cols; ++c) EXPECT_EQ(out[2 * cols + c], 0.f);
+  // In place gives the same values.
+  std::vector<float> inplace = x;
+  fake_quantize_fp8_rows(inplace.data(), 0, rows, cols, inplace.data());
+  EXPECT_EQ(inplace, out);
 }
 
 }  // namespace

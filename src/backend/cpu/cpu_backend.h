@@ -51,6 +51,7 @@ class CpuBackend final : public Backend {
   WorkerPool pool_;
   QuantActsBuffer acts_;  // activation rows quantized for the current matmul
   std::vector<float> attn_partials_;  // split-key attention partial results
+  std::vector<float> w8a8_x_;  // input rows quantized to E4M3 (WeightMatrix::fp8_activations)
 };
 
 // The integer kernels for a forced or automatic isa ("auto": the best this CPU has).

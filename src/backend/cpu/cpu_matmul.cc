@@ -7,10 +7,13 @@
 //    f32, GGUF blocks dequantized) kTileK columns at a time into a per-thread scratch and
 //    then used for a whole block of tokens, so the conversion is paid once per token block
 //    and the model is never expanded to f32.
+//  - Weights with fp8_activations (W8A8 emulation) first quantize the input rows to E4M3 per
+//    row, as the GPU's FP8 GEMMs do, then take their usual path.
 #include <algorithm>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "quant/fp8_quantize.h"
 
 namespace lancet::cpu {
 
@@ -34,6 +37,13 @@ Status CpuBackend::matmul(const float* x, int64_t n, const WeightMatrix& w, floa
   if (!w.data || w.rows <= 0 || w.cols <= 0) return InvalidArgument("matmul: empty weight " + w.name);
   if (n < 0) return InvalidArgument("matmul: negative row count for " + w.name);
   if (n == 0) return OkStatus();
+  if (w.fp8_activations) {
+    const int64_t k = w.cols;
+    w8a8_x_.resize(static_cast<size_t>(n * k));
+    pool_.parallel_for(n, [&](int64_t b, int64_t e, int) { fake_quantize_fp8_rows(x, b, e, k, w8a8_x_.data()); },
+                       std::max<int64_t>(1, 8192 / k));
+    x = w8a8_x_.data();
+  }
   if (quant_ && w.packed && w.scale_kind == WeightScale::kNone) {
     const auto& pw = *static_cast<const PackedWeight*>(w.packed);
     if (pw.rows != w.rows || pw.cols != w.cols || pw.dtype != w.dtype)
