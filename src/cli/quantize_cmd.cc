@@ -56,7 +56,22 @@ struct Fp8ConvertConfig {
   std::optional<CheckpointCalibration> calibrate;  // static KV cache scales (--calibrate)
   // How the weights round; kGptq needs calibrate (its prompts give the second moments).
   Fp8Rounding rounding = Fp8Rounding::kNearest;
+  // GPTQ by default rather than by --fp8-rounding: a model whose second moments do not fit in
+  // the machine's available memory rounds to nearest instead (said on stderr).
+  bool rounding_defaulted = false;
 };
+
+// MemAvailable of /proc/meminfo in bytes, or -1 when it cannot be read.
+int64_t available_memory_bytes() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (!f) return -1;
+  char line[256];
+  int64_t kb = -1;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "MemAvailable: %lld kB", reinterpret_cast<long long*>(&kb)) == 1) break;
+  std::fclose(f);
+  return kb < 0 ? -1 : kb * 1024;
+}
 
 // The quantization_config of an FP8_DYNAMIC compressed-tensors checkpoint; with static_kv, a
 // per-tensor static FP8 kv_cache_scheme (the checkpoint then carries k_scale / v_scale); with
@@ -313,8 +328,21 @@ Status convert_fp8(const Fp8ConvertConfig& cfg) {
   }
   // Error-compensating rounding: the second moments come from the same prompts.
   std::optional<Fp8GptqFactors> gptq;
-  if (cfg.rounding == Fp8Rounding::kGptq) {
+  Fp8Rounding rounding = cfg.rounding;
+  if (rounding == Fp8Rounding::kGptq) {
     if (!cfg.calibrate) return InvalidArgument("GPTQ rounding needs calibration prompts (--calibrate)");
+    // The second moments of every linear input stay in memory until the weights are written.
+    const int64_t need = fp8_gptq_calibration_bytes(src->config()), avail = available_memory_bytes();
+    if (avail > 0 && need > avail / 10 * 7) {
+      const std::string what = "GPTQ rounding holds " + std::to_string(need >> 20) + " MiB of second moments; " +
+                               std::to_string(avail >> 20) + " MiB are available";
+      if (!cfg.rounding_defaulted) return ResourceExhausted(what + " (--fp8-rounding nearest rounds without them)");
+      std::fprintf(stderr, "quantize: %s: rounding to nearest instead (an explicit --fp8-rounding gptq stops here)\n",
+                   what.c_str());
+      rounding = Fp8Rounding::kNearest;
+    }
+  }
+  if (rounding == Fp8Rounding::kGptq) {
     std::fprintf(stderr, "quantize: calibrating error-compensating rounding on %s\n",
                  cfg.calibrate->prompts_path.c_str());
     Fp8GptqCalibrationStats gs;
@@ -492,6 +520,7 @@ int cmd_quantize(int argc, char** argv) {
     return 2;
   }
   if (!calibrate.empty()) cfg.calibrate = CheckpointCalibration{calibrate, margin, static_act};
+  cfg.rounding_defaulted = rounding.empty();
   if (rounding.empty()) rounding = calibrate.empty() ? "nearest" : "gptq";
   if (auto r = parse_fp8_rounding(rounding); !r.ok()) {
     std::fprintf(stderr, "lancet quantize: --fp8-rounding must be nearest or gptq\n");

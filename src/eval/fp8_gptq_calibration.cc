@@ -32,6 +32,16 @@ std::vector<std::string> fp8_linear_weights_reading(int64_t layer, LinearInput w
   }
 }
 
+int64_t fp8_gptq_calibration_bytes(const ModelConfig& c) {
+  const int64_t h = c.hidden_size, i = c.intermediate_size;
+  const int64_t attn_out = c.num_heads * (c.head_dim > 0 ? c.head_dim : (c.num_heads > 0 ? h / c.num_heads : 0));
+  // Inputs: the attention norm's output (q/k/v), the attention output (o), the MLP norm's output
+  // (gate/up), SiLU(gate) * up (down); one more k x k of the largest while it is factored.
+  const int64_t per_layer = 2 * h * h + attn_out * attn_out + i * i;
+  const int64_t widest = std::max({h, attn_out, i});
+  return (c.num_layers * per_layer + widest * widest) * static_cast<int64_t>(sizeof(float));
+}
+
 StatusOr<Fp8GptqFactors> calibrate_fp8_gptq(const ModelSource& src, Backend& backend,
                                             const std::vector<std::vector<int32_t>>& prompts,
                                             const Fp8GptqOptions& opts, Fp8GptqCalibrationStats* stats) {

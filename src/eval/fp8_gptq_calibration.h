@@ -28,6 +28,10 @@ StatusOr<Fp8Rounding> parse_fp8_rounding(const std::string& s);
 // The weight names that read one layer's input ("model.layers.N.self_attn.q_proj.weight", ...).
 std::vector<std::string> fp8_linear_weights_reading(int64_t layer, LinearInput which);
 
+// Bytes the calibration holds at its peak for a model of this shape: one k x k f32 factor per
+// linear input of every layer (q/k/v and gate/up share theirs).
+int64_t fp8_gptq_calibration_bytes(const ModelConfig& c);
+
 struct Fp8GptqCalibrationStats {
   int64_t prompts = 0, tokens = 0;
   double max_damp = 0;  // the largest damping any factor needed

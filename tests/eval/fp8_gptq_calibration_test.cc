@@ -161,5 +161,19 @@ TEST(Fp8GptqCheckpoint, RoundingFlagIsChecked) {
   EXPECT_NE(log.find("--fp8-rounding must be nearest or gptq"), std::string::npos) << log;
 }
 
+TEST(Fp8GptqCalibration, MemoryEstimateCountsOneFactorPerLinearInput) {
+  // Llama-3-8B: per layer q/k/v and gate/up share 4096^2 factors, o reads 4096^2, down 14336^2;
+  // plus one 14336^2 factor in flight.
+  ModelConfig c;
+  c.hidden_size = 4096;
+  c.intermediate_size = 14336;
+  c.num_layers = 32;
+  c.num_heads = 32;
+  c.head_dim = 128;
+  const int64_t per_layer = 3 * int64_t{4096} * 4096 + int64_t{14336} * 14336;
+  EXPECT_EQ(fp8_gptq_calibration_bytes(c), (32 * per_layer + int64_t{14336} * 14336) * 4);
+  EXPECT_GT(fp8_gptq_calibration_bytes(c), int64_t{32} << 30);  // what a 24 GiB machine cannot hold
+}
+
 }  // namespace
 }  // namespace lancet
