@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/model_executor.h"
+#include "runner/model_executor.h"
 #include "engine/sequence.h"
 #include "engine/spec_policy.h"
 #include "kv/kv_cache_manager.h"

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/model_executor.h"
-#include "engine/sampler.h"
+#include "runner/model_executor.h"
+#include "runner/sampler.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 #include "engine/speculative.h"
