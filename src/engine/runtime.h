@@ -128,7 +128,7 @@ class Runtime {
   std::string model_name_;
   int64_t max_model_len_ = 0;
   MemoryReport memory_;
-  std::unique_ptr<Impl> impl_;  // backend, model, KV cache, executor
+  std::unique_ptr<Impl> impl_;  // the ranks' backends, the model, its executor (KV buffers), the draft
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<AsyncEngine> async_;
 };

@@ -129,7 +129,15 @@ Status LlamaModel::all_reduce(Buffer LlamaRank::*member, int64_t n) {
 }
 
 Status LlamaModel::gather_logits(int64_t R) {
-  if (ranks_.size() == 1 || R == 0) return OkStatus();
+  if (ranks_.size() == 1) return OkStatus();
+  if (R == 0) {
+    // Nothing to gather: wait for the ranks so that their errors surface in this step.
+    for (LlamaRank& rk : ranks_) {
+      RETURN_IF_ERROR(select(rk));
+      RETURN_IF_ERROR(rk.be->synchronize());
+    }
+    return select(ranks_[0]);
+  }
   if (R > ws_rows_) return FailedPrecondition("gather_logits: more rows than the workspace holds");
   // Rank r's [R, local vocab] block goes to columns [vocab_begin, + local vocab).
   const int64_t V = cfg_.vocab_size;

@@ -77,7 +77,7 @@ class LlamaModel {
   // size the workspace first and check the step (positions, ids, KV scales).
   Status enqueue(std::span<const StepView> views, std::span<KvBuffers* const> kv);
   // The vocab slices of the first `rows` logits rows, gathered into logits_device() (nothing
-  // to do on one rank). Waits for every rank.
+  // to do on one rank). Waits for every rank (also with no rows).
   Status gather_logits(int64_t rows);
   const float* logits_device() const;  // [rows, vocab] on rank 0's backend
 
