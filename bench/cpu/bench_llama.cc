@@ -14,6 +14,8 @@
 #include "core/thread_pool.h"
 #include "io/model_source.h"
 #include "model/llama_model.h"
+#include "runner/llama_executor.h"
+#include "runner/sequence_runner.h"
 
 using namespace lancet;
 
@@ -52,28 +54,22 @@ int main(int argc, char** argv) {
   for (int r = 0; r < reps; ++r) {
     std::vector<float> logits;
     {
-      auto cache = PagedKvCache::create(**be, (*model)->kv_cache_config(pp / 16 + 2)).value();
-      const int64_t seq = cache->add_sequence();
+      auto exec = LlamaExecutor::create(**model, KvBlockConfig{pp / 16 + 2, 16}).value();
+      SequenceRunner seq(*exec);
       auto t0 = std::chrono::steady_clock::now();
-      SequenceStep s{seq, prompt.data(), pp, 0, LogitsMode::kLast, {}};
-      auto st = build_step(*cache, {s});
-      Status fs = (*model)->forward(*st, *cache, &logits);
+      Status fs = seq.step_last(prompt, &logits);
       if (!fs.ok()) return std::fprintf(stderr, "%s\n", fs.to_string().c_str()), 1;
       best_pp = std::min(best_pp, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
-    auto cache = PagedKvCache::create(**be, (*model)->kv_cache_config((tg_prefix + tg) / 16 + 2)).value();
-    const int64_t seq = cache->add_sequence();
-    SequenceStep s{seq, prompt.data(), tg_prefix, 0, LogitsMode::kLast, {}};
-    auto st = build_step(*cache, {s});
-    Status fs = (*model)->forward(*st, *cache, &logits);
+    auto exec = LlamaExecutor::create(**model, KvBlockConfig{(tg_prefix + tg) / 16 + 2, 16}).value();
+    SequenceRunner seq(*exec);
+    Status fs = seq.step_last(std::span<const int32_t>(prompt.data(), tg_prefix), &logits);
     if (!fs.ok()) return std::fprintf(stderr, "%s\n", fs.to_string().c_str()), 1;
     auto t1 = std::chrono::steady_clock::now();
     int32_t next = 0;
     for (int64_t i = 0; i < tg; ++i) {
       next = greedy(logits);
-      SequenceStep d{seq, &next, 1, tg_prefix + i, LogitsMode::kLast, {}};
-      auto ds = build_step(*cache, {d});
-      fs = (*model)->forward(*ds, *cache, &logits);
+      fs = seq.step_last(std::span<const int32_t>(&next, 1), &logits);
       if (!fs.ok()) return std::fprintf(stderr, "%s\n", fs.to_string().c_str()), 1;
     }
     best_tg = std::min(best_tg, std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count());

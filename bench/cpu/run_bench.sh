@@ -10,9 +10,9 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="${1:-$root/build}"
 model="${2:-$root/models/SmolLM2-135M-Instruct.Q4_1.gguf}"
 pp="${3:-512}"; tg="${4:-128}"; threads="${5:-2}"; rounds="${6:-2}"
-cmake --build "$build" --target lancet_model lancet_io lancet_tokenizer >/dev/null
+cmake --build "$build" --target lancet_runner lancet_io lancet_tokenizer >/dev/null
 libs=()
-for l in model backend backend_cpu io quant core; do libs+=("$build/src/liblancet_$l.a"); done
+for l in runner kv model backend backend_cpu io quant core; do libs+=("$build/src/liblancet_$l.a"); done
 if grep -q "LANCET_HAVE_CUDA:BOOL=ON\|CMAKE_CUDA_COMPILER:" "$build/CMakeCache.txt" 2>/dev/null &&
    [[ -f "$build/src/liblancet_backend_cuda.a" ]]; then
   cmake --build "$build" --target lancet_backend_cuda >/dev/null

@@ -1,5 +1,5 @@
 // The engine's host work per step, without a model: the scheduler, block tables, the step
-// metadata a GPU executor builds and copies (to_sequence_steps, build_step_with_tables and the
+// metadata a GPU executor builds and copies (build_step and the
 // packed upload, here into host memory), the sampling bookkeeping of device-sampled rows, and
 // detokenization with stop checks. The executor returns its tokens at once, as a GPU that
 // samples on the device hands back only token ids, so each step's wall time is the host work
@@ -15,10 +15,9 @@
 #include "backend/backend.h"
 #include "core/logging.h"
 #include "engine/engine.h"
-#include "engine/step_inputs.h"
 #include "io/model_source.h"
-#include "model/step_tables.h"
-#include "model/step_upload.h"
+#include "runner/step_builder.h"
+#include "runner/step_upload.h"
 #include "tokenizer/model_tokenizer.h"
 
 using namespace lancet;
@@ -53,11 +52,10 @@ class InstantExecutor : public ModelExecutor {
 
  private:
   Status prepare(std::span<const SeqStepInput> batch) {
-    std::vector<SequenceStep> seqs;
-    std::vector<std::span<const int32_t>> tables;
-    RETURN_IF_ERROR(to_sequence_steps(batch, &seqs, &tables));
-    ASSIGN_OR_RETURN(StepMetadata st, build_step_with_tables(bs_, num_blocks_, seqs, tables));
-    ASSIGN_OR_RETURN(StepView v, uploader_.upload(st));
+    ASSIGN_OR_RETURN(StepMetadata st, build_step(bs_, num_blocks_, batch));
+    TpRankLayout one;
+    one.vocab = vocab_;
+    ASSIGN_OR_RETURN(StepView v, uploader_.upload(st, one));
     (void)v;
     return OkStatus();
   }

@@ -151,7 +151,7 @@ struct KvWriteArgs {
 enum class ActivationPrecision { kFast, kExact };
 
 // One row of Backend::sample_rows: which logits row to draw from and how. The semantics are
-// the CPU sampler's (engine/sampler.h) for a request without logit_bias, penalties, min_tokens
+// the CPU sampler's (runner/sampler.h) for a request without logit_bias, penalties, min_tokens
 // masking or logprobs: temperature, top-k, then top-p on the renormalised top-k distribution,
 // then min-p, candidates ordered by logit (ties to the lowest index), and an inverse-CDF draw
 // with u = counter_uniform_value(seed, counter) (backend/counter_uniform.h).

@@ -1,4 +1,4 @@
-// The sampler's counter-based uniform, shared by the CPU sampler (engine/sampler.cc) and the
+// The sampler's counter-based uniform, shared by the CPU sampler (runner/sampler.cc) and the
 // CUDA sampling kernel (backend/cuda/sampling.cu) so that both draw with bit-identical numbers:
 // the draw for output position `counter` of a request with `seed` is a pure function of the
 // two (splitmix64-style mixing, no state), so a seeded request gives the same token whichever

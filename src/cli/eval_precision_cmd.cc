@@ -28,7 +28,7 @@
 #include "eval/precision_eval.h"
 #include "io/model_source.h"
 #include "io/text_file.h"
-#include "model/kv_calibration.h"
+#include "runner/kv_calibration.h"
 #include "model/llama_model.h"
 #include "tokenizer/model_tokenizer.h"
 
@@ -183,7 +183,7 @@ Status run(const EvalPrecisionFlags& f) {
       } else {
         cal.push_back(kv_calibration_random_tokens(src->config().vocab_size, 256));
       }
-      ASSIGN_OR_RETURN(sc, calibrate_kv_scales(*test, *be, cal));
+      ASSIGN_OR_RETURN(sc, calibrate_kv_scales(*test, cal));
     }
     cfg.kv_k_scales = sc.k;
     cfg.kv_v_scales = sc.v;

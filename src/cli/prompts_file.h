@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "engine/sampling_params.h"
+#include "runner/sampling_params.h"
 
 namespace lancet::cli {
 

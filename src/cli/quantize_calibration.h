@@ -2,7 +2,7 @@
 // --static-activation-scales, static activation scales) for the written checkpoint. The
 // source model (weights as stored, CPU backend, f32 activations and an f32
 // scratch cache) runs the calibration prompts through calibrate_kv_scales
-// (model/kv_calibration.h), the same pass the runtime does online when a checkpoint has no
+// (runner/kv_calibration.h), the same pass the runtime does online when a checkpoint has no
 // scales, so a calibrated checkpoint starts with the scales the runtime would have computed
 // on the same prompts.
 #pragma once
@@ -15,7 +15,7 @@
 #include "eval/activation_scales.h"
 #include "eval/fp8_gptq_calibration.h"
 #include "io/model_source.h"
-#include "model/kv_calibration.h"
+#include "runner/kv_calibration.h"
 
 namespace lancet::cli {
 

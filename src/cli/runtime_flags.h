@@ -5,7 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include "engine/runtime.h"
-#include "engine/sampling_params.h"
+#include "runner/sampling_params.h"
 
 namespace lancet::cli {
 

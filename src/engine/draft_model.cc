@@ -57,16 +57,13 @@ StatusOr<std::unique_ptr<DraftModel>> load_draft_model(const DraftModelOptions& 
 }
 
 int64_t DraftModel::kv_block_bytes(int64_t block_size, DType kv_dtype) const {
-  const ModelConfig& mc = source->config();
-  return 2 * mc.num_layers * block_size * mc.num_kv_heads * mc.head_dim * kv_cache_element_bytes(kv_dtype);
+  return model->kv_block_bytes(static_cast<int32_t>(block_size), kv_dtype);
 }
 
-Status create_draft_kv_cache(DraftModel& d, Backend& backend, int64_t num_blocks, int64_t block_size,
-                             DType kv_dtype) {
-  auto cache = PagedKvCache::create(backend, d.model->kv_cache_config(num_blocks, block_size, kv_dtype));
-  if (!cache.ok()) return cache.status().with_context("speculative draft model KV cache");
-  d.cache = std::move(*cache);
-  d.executor = std::make_unique<LlamaExecutor>(backend, *d.model, *d.cache);
+Status create_draft_kv_cache(DraftModel& d, int64_t num_blocks, int32_t block_size, DType kv_dtype) {
+  auto exec = LlamaExecutor::create(*d.model, KvBlockConfig{num_blocks, block_size}, kv_dtype);
+  if (!exec.ok()) return exec.status().with_context("speculative draft model KV cache");
+  d.executor = std::move(*exec);
   LOG_INFO("speculative draft model KV cache: " << num_blocks << " blocks of " << block_size << " tokens ("
                                                 << ((num_blocks * d.kv_block_bytes(block_size, kv_dtype)) >> 20)
                                                 << " MiB)");

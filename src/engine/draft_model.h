@@ -1,5 +1,6 @@
 // Loading the draft model of speculative decoding (method draft): a second Llama checkpoint
-// on the target's backend, with its own paged KV cache and executor. It must share the
+// on the target's backend (rank 0's with tensor parallelism), with its own KV buffers and
+// executor. It must share the
 // target's tokenizer, checked at start: same vocabulary size, the same bytes for every token
 // id, and the same special tokens (bos, eos, end of turn). Drafts and target logits are then
 // comparable id for id.
@@ -11,9 +12,8 @@
 
 #include "backend/backend.h"
 #include "core/status.h"
-#include "engine/llama_executor.h"
+#include "runner/llama_executor.h"
 #include "io/model_source.h"
-#include "model/kv_cache.h"
 #include "model/llama_model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -29,8 +29,7 @@ struct DraftModel {
   std::unique_ptr<ModelSource> source;
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<LlamaModel> model;
-  std::unique_ptr<PagedKvCache> cache;        // null until create_draft_kv_cache
-  std::unique_ptr<LlamaExecutor> executor;    // likewise
+  std::unique_ptr<LlamaExecutor> executor;    // with its KV buffers; null until create_draft_kv_cache
 
   // Bytes of one KV block of the draft (K and V of every layer).
   int64_t kv_block_bytes(int64_t block_size, DType kv_dtype) const;
@@ -45,9 +44,8 @@ StatusOr<std::unique_ptr<DraftModel>> load_draft_model(const DraftModelOptions& 
                                                        const ModelConfig& target_config,
                                                        const Tokenizer* target_tokenizer);
 
-// The draft's paged KV cache of num_blocks blocks, and its executor.
-Status create_draft_kv_cache(DraftModel& draft, Backend& backend, int64_t num_blocks, int64_t block_size,
-                             DType kv_dtype);
+// The draft's executor, with KV buffers of num_blocks blocks.
+Status create_draft_kv_cache(DraftModel& draft, int64_t num_blocks, int32_t block_size, DType kv_dtype);
 
 // The start-up check alone (for tests): OK when the draft can propose tokens for the target.
 Status check_draft_compatible(const ModelConfig& target, const Tokenizer* target_tok, const ModelConfig& draft,

@@ -65,14 +65,7 @@ void DraftModelProposer::on_verified(Sequence* seq, int32_t accepted) {
   kv_.commit(seq->id, seq->tokens, st.computed);
 }
 
-Status DraftModelProposer::propose(std::span<const DraftRequest> reqs, std::span<const int32_t> eos,
-                                   SpecPolicy* policy) {
-  struct Item {
-    Sequence* seq;
-    int32_t k;
-    int64_t start, n;
-    bool drafting;
-  };
+std::vector<DraftModelProposer::Item> DraftModelProposer::plan(std::span<const DraftRequest> reqs) {
   std::vector<Item> items;
   int64_t budget = max_catchup_;
   for (const DraftRequest& r : reqs) {
@@ -98,36 +91,46 @@ Status DraftModelProposer::propose(std::span<const DraftRequest> reqs, std::span
     budget -= n;
     items.push_back({seq, r.k, st.computed, n, drafting});
   }
-  if (items.empty()) return OkStatus();
+  return items;
+}
 
+// Round 0: catch up on the context; drafting sequences get the first draft.
+Status DraftModelProposer::catch_up(const std::vector<Item>& items, std::span<const int32_t> eos, SpecPolicy* policy) {
   const int64_t vocab = draft_->vocab_size();
   std::vector<float> logits;
-  // Round 0: catch up on the context; drafting sequences get the first draft.
-  {
-    std::vector<SeqStepInput> batch;
-    for (const Item& it : items) {
-      SeqStepInput in;
-      in.tokens = std::span<const int32_t>(it.seq->tokens).subspan(it.start, it.n);
-      in.start_pos = it.start;
-      in.block_table = kv_.block_table(it.seq->id);
-      in.need_logits = it.drafting;
-      batch.push_back(in);
-    }
-    const auto t0 = std::chrono::steady_clock::now();
-    RETURN_IF_ERROR(draft_->execute(batch, &logits));
-    if (policy) policy->observe_draft(static_cast<int64_t>(items.size()), seconds_since(t0));
-    size_t row = 0;
-    for (const Item& it : items) {
-      State& st = states_[it.seq->id];
-      st.computed = it.start + it.n;
-      if (!it.drafting) {
-        kv_.commit(it.seq->id, it.seq->tokens, st.computed);
-        continue;
-      }
-      draft_next(std::span<const float>(logits).subspan(row * vocab, vocab), it.seq, eos);
-      ++row;
-    }
+  std::vector<SeqStepInput> batch;
+  for (const Item& it : items) {
+    SeqStepInput in;
+    in.tokens = std::span<const int32_t>(it.seq->tokens).subspan(it.start, it.n);
+    in.start_pos = it.start;
+    in.block_table = kv_.block_table(it.seq->id);
+    in.need_logits = it.drafting;
+    batch.push_back(in);
   }
+  const auto t0 = std::chrono::steady_clock::now();
+  RETURN_IF_ERROR(draft_->execute(batch, &logits));
+  if (policy) policy->observe_draft(static_cast<int64_t>(items.size()), seconds_since(t0));
+  size_t row = 0;
+  for (const Item& it : items) {
+    State& st = states_[it.seq->id];
+    st.computed = it.start + it.n;
+    if (!it.drafting) {
+      kv_.commit(it.seq->id, it.seq->tokens, st.computed);
+      continue;
+    }
+    draft_next(std::span<const float>(logits).subspan(row * vocab, vocab), it.seq, eos);
+    ++row;
+  }
+  return OkStatus();
+}
+
+Status DraftModelProposer::propose(std::span<const DraftRequest> reqs, std::span<const int32_t> eos,
+                                   SpecPolicy* policy) {
+  const std::vector<Item> items = plan(reqs);
+  if (items.empty()) return OkStatus();
+  RETURN_IF_ERROR(catch_up(items, eos, policy));
+  const int64_t vocab = draft_->vocab_size();
+  std::vector<float> logits;
   // Rounds 1..k-1: feed the previous draft back, one token per sequence.
   int32_t max_k = 0;
   for (const Item& it : items)

@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/model_executor.h"
+#include "runner/model_executor.h"
 #include "engine/sequence.h"
 #include "engine/spec_policy.h"
 #include "kv/kv_cache_manager.h"
@@ -41,6 +41,17 @@ class DraftModelProposer {
   int64_t num_blocks() const { return kv_.num_blocks(); }
 
  private:
+  // One sequence's share of a proposal: n context tokens from start to catch up on, then (when
+  // drafting: the whole context is caught up this step) up to k drafts.
+  struct Item {
+    Sequence* seq;
+    int32_t k;
+    int64_t start, n;
+    bool drafting;
+  };
+  // The sequences that draft this step, within the catch-up budget, their draft blocks taken.
+  std::vector<Item> plan(std::span<const DraftRequest> reqs);
+  Status catch_up(const std::vector<Item>& items, std::span<const int32_t> eos, SpecPolicy* policy);
   struct State {
     int64_t computed = 0;  // context tokens whose draft KV is valid
     int64_t base = 0;      // num_tokens when the current drafts were proposed

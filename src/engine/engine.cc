@@ -1,8 +1,6 @@
 // Engine step loop.
 #include "engine/engine.h"
 
-#include "core/thread_pool.h"
-
 #include <algorithm>
 #include <chrono>
 
@@ -10,38 +8,9 @@
 #include "engine/request_checks.h"
 
 namespace lancet {
-namespace {
-
-// A row needs its logits on the host when the request asks for more than a draw from
-// temperature / top-k / top-p / min-p: logprobs, logit_bias, penalties, or eos masking while
-// min_tokens are not out yet (process_logits changes the logits for those).
-bool needs_host_logits(const Sequence& seq, const std::vector<int32_t>& eos_ids) {
-  const SamplingParams& p = seq.params;
-  if (p.logprobs >= 0 || !p.logit_bias.empty() || p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f ||
-      p.frequency_penalty != 0.0f)
-    return true;
-  return seq.num_output() < p.min_tokens && (!eos_ids.empty() || !p.stop_token_ids.empty());
-}
-
-// The device sampler's settings for a sequence's next token: sample_token's seed and counter
-// (the number of output tokens so far), so either path draws the same token.
-DeviceSampleRow device_sample_row(const Sequence& seq, int64_t row) {
-  const SamplingParams& p = seq.params;
-  DeviceSampleRow d;
-  d.row = static_cast<int32_t>(row);
-  d.temperature = p.greedy() ? 0.0f : p.temperature;
-  d.top_k = p.top_k;
-  d.top_p = p.top_p;
-  d.min_p = p.min_p;
-  d.seed = seq.seed;
-  d.counter = static_cast<uint64_t>(seq.num_output());
-  return d;
-}
-
-}  // namespace
 
 Engine::Engine(const EngineConfig& config, ModelExecutor* model, ModelExecutor* draft)
-    : config_(config), model_(model) {
+    : config_(config), model_(model), runner_(std::make_unique<ModelRunner>(*model)) {
   BlockManagerConfig kvc;
   kvc.num_blocks = model->num_blocks();
   kvc.block_size = model->block_size();
@@ -211,107 +180,44 @@ FinishReason Engine::emit_token(Sequence* seq, SampleResult r, std::vector<Token
   return reason;
 }
 
+// Wall time of a scope, added to *total on exit.
+struct Engine::Timer {
+  double* total;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
+  ~Timer() { *total += seconds(); }
+};
+
 StatusOr<std::vector<TokenEvent>> Engine::step() {
   // Wall time of the whole step and of the model passes in it (target and draft): the rest is
   // the engine's host work (EngineStats: step_seconds - model_seconds).
-  struct StepTimer {
-    double* total;
-    std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
-    ~StepTimer() { *total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
-  } step_timer{&counters_.step_seconds};
+  const Timer step_timer{&counters_.step_seconds};
   std::vector<TokenEvent> events;
   apply_aborts(&events);
   if (spec_) {
-    const StepTimer draft_timer{&counters_.model_seconds};
+    const Timer draft_timer{&counters_.model_seconds};
     Status st = spec_->propose(scheduler_->running(), config_.eos_token_ids);
-    if (!st.ok()) {
-      // Drafting is an optimisation: without drafts the step is a plain decode step.
-      if (counters_.spec_errors++ == 0) LOG_WARN("speculative drafting failed (continuing without): " << st.to_string());
-    }
+    // Drafting is an optimisation: without drafts the step is a plain decode step.
+    if (!st.ok() && counters_.spec_errors++ == 0)
+      LOG_WARN("speculative drafting failed (continuing without): " << st.to_string());
   }
   SchedulerOutput out = scheduler_->schedule();
   counters_.preemptions = scheduler_->total_preemptions();
-  if (spec_) {
-    for (Sequence* p : out.preempted) {
-      spec_->release(p->id);
-      p->spec_tokens.clear();
-      p->spec_dists.clear();
-    }
+  for (Sequence* p : out.preempted) {
+    if (spec_) spec_->release(p->id);
+    p->spec_tokens.clear();
+    p->spec_dists.clear();
   }
   if (out.empty()) return events;
-
-  std::vector<SeqStepInput> batch;
-  batch.reserve(out.scheduled.size());
-  // A sequence whose logits are read: its index in out.scheduled, its first logits row, and
-  // where its token or logits come back: its entry of device_rows when it is sampled on the
-  // device, else its first row in the host logits (== row without device sampling).
-  struct Sampled {
-    size_t sched;
-    int64_t row;
-    int64_t device = -1;
-    int64_t host_row = -1;
-  };
-  std::vector<Sampled> sampled;
   std::vector<std::vector<int32_t>> spec_inputs(out.scheduled.size());  // [last token, drafts...]
-  int64_t rows = 0;
-  for (size_t i = 0; i < out.scheduled.size(); ++i) {
-    const ScheduledSeq& s = out.scheduled[i];
-    Sequence* seq = s.seq;
-    SeqStepInput in;
-    in.start_pos = seq->num_computed;
-    in.block_table = kv_->block_table(seq->id);
-    if (s.num_spec_tokens > 0) {
-      std::vector<int32_t>& t = spec_inputs[i];
-      t.push_back(seq->tokens.back());
-      t.insert(t.end(), seq->spec_tokens.begin(), seq->spec_tokens.begin() + s.num_spec_tokens);
-      in.tokens = t;
-      in.need_logits = true;
-      in.num_logits = static_cast<int32_t>(t.size());
-    } else {
-      in.tokens = std::span<const int32_t>(seq->tokens).subspan(seq->num_computed, s.num_new_tokens);
-      in.need_logits = seq->num_computed + s.num_new_tokens == seq->num_tokens();
-    }
-    if (in.need_logits) {
-      sampled.push_back({i, rows});
-      rows += in.logits_rows();
-    }
-    if (seq->num_computed < seq->prompt_len)
-      counters_.prompt_tokens_computed += std::min(s.num_new_tokens, seq->prompt_len - seq->num_computed);
-    batch.push_back(in);
+  const std::vector<RunnerSeq> batch = runner_batch(out, &spec_inputs);
+  RunnerOutput ro;
+  Status st;
+  {
+    const Timer model_timer{&counters_.model_seconds};
+    st = runner_->execute(batch, &ro);
+    if (spec_) spec_->observe_target_step(out.num_batched_tokens, model_timer.seconds());
   }
-  // Plain rows are sampled where the logits are when the executor can (only their tokens
-  // come back); the others get host logits, packed in row order.
-  std::vector<DeviceSampleRow> device_rows;
-  if (model_->supports_device_sampling()) {
-    for (Sampled& sm : sampled) {
-      const ScheduledSeq& s = out.scheduled[sm.sched];
-      if (s.num_spec_tokens > 0 || needs_host_logits(*s.seq, config_.eos_token_ids)) continue;
-      sm.device = static_cast<int64_t>(device_rows.size());
-      device_rows.push_back(device_sample_row(*s.seq, sm.row));
-    }
-  }
-  int64_t host_rows = 0;
-  for (Sampled& sm : sampled) {
-    if (sm.device >= 0) continue;
-    sm.host_row = host_rows;
-    host_rows += batch[sm.sched].logits_rows();
-  }
-  std::vector<float> logits;
-  std::vector<int32_t> device_tokens;
-  const auto t0 = std::chrono::steady_clock::now();
-  Status st = device_rows.empty() ? model_->execute(batch, &logits)
-                                  : model_->execute_sampled(batch, device_rows, &device_tokens, &logits);
-  if (st.ok() && (static_cast<int64_t>(logits.size()) < host_rows * model_->vocab_size() ||
-                  device_tokens.size() != device_rows.size()))
-    st = Internal("the model returned " + std::to_string(logits.size()) + " logits and " +
-                  std::to_string(device_tokens.size()) + " tokens; the step needs " + std::to_string(host_rows) +
-                  " rows of logits and " + std::to_string(device_rows.size()) + " tokens");
-  for (int32_t t : device_tokens)
-    if (st.ok() && (t < 0 || t >= model_->vocab_size()))
-      st = Internal("device sampling returned token " + std::to_string(t) + ", outside the vocabulary");
-  const double model_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  counters_.model_seconds += model_s;
-  if (spec_) spec_->observe_target_step(out.num_batched_tokens, model_s);
   counters_.steps++;
   if (!st.ok()) {
     // The step's sequences end with finish_reason error; everything else carries on.
@@ -319,68 +225,84 @@ StatusOr<std::vector<TokenEvent>> Engine::step() {
     last_error_ = st;
     return events;
   }
+  update(out, take_results(out, batch, &ro), &events);
+  return events;
+}
 
-  // Sample (or verify drafts), then append the new tokens, so that num_computed (lowered to
-  // the verified tokens: the rejected drafts' KV is rolled back) and the prefix-cache keys see
-  // the final token list.
-  const int64_t vocab = model_->vocab_size();
-  std::vector<std::vector<SampleResult>> results(sampled.size());
-  // Plain sampling is independent per sequence (the sampler is pure; each sequence has its own
-  // seed) and costs a pass over the vocabulary each: spread it over the thread pool, which
-  // matters at large batches of large vocabularies. Draft verification updates shared
-  // statistics and stays on this thread.
-  std::vector<size_t> plain;  // rows sampled here from host logits
-  for (size_t i = 0; i < sampled.size(); ++i) {
-    ScheduledSeq& s = out.scheduled[sampled[i].sched];
-    if (sampled[i].device >= 0) {
-      // Sampled on the device: only the token to take (no work worth the thread pool).
-      SampleResult r;
-      r.token = device_tokens[sampled[i].device];
-      results[i].push_back(std::move(r));
-    } else if (s.num_spec_tokens > 0) {
-      const float* base = logits.data() + sampled[i].host_row * vocab;
-      const int32_t nd = static_cast<int32_t>(s.num_spec_tokens);
-      VerifyResult v = spec_->verify(s.seq, nd, std::span<const float>(base, (nd + 1) * vocab), vocab,
-                                     config_.eos_token_ids);
-      s.num_new_tokens = 1 + v.num_accepted;
-      results[i] = std::move(v.tokens);
+std::vector<RunnerSeq> Engine::runner_batch(const SchedulerOutput& out, std::vector<std::vector<int32_t>>* spec_inputs) {
+  std::vector<RunnerSeq> batch(out.scheduled.size());
+  for (size_t i = 0; i < out.scheduled.size(); ++i) {
+    const ScheduledSeq& s = out.scheduled[i];
+    Sequence* seq = s.seq;
+    RunnerSeq& r = batch[i];
+    SeqStepInput& in = r.input;
+    in.start_pos = seq->num_computed;
+    in.block_table = kv_->block_table(seq->id);
+    if (s.num_spec_tokens > 0) {
+      std::vector<int32_t>& t = (*spec_inputs)[i];
+      t.push_back(seq->tokens.back());
+      t.insert(t.end(), seq->spec_tokens.begin(), seq->spec_tokens.begin() + s.num_spec_tokens);
+      in.tokens = t;
+      in.need_logits = true;
+      in.num_logits = static_cast<int32_t>(t.size());
+      r.verify = true;
     } else {
-      plain.push_back(i);
+      in.tokens = std::span<const int32_t>(seq->tokens).subspan(seq->num_computed, s.num_new_tokens);
+      in.need_logits = seq->num_computed + s.num_new_tokens == seq->num_tokens();
     }
+    r.params = &seq->params;
+    r.ctx.prompt_tokens = std::span<const int32_t>(seq->tokens).first(seq->prompt_len);
+    r.ctx.output_tokens = std::span<const int32_t>(seq->tokens).subspan(seq->prompt_len);
+    r.ctx.eos_token_ids = config_.eos_token_ids;
+    r.ctx.seed = seq->seed;
+    if (seq->num_computed < seq->prompt_len)
+      counters_.prompt_tokens_computed += std::min(s.num_new_tokens, seq->prompt_len - seq->num_computed);
   }
-  auto sample_one = [&](size_t i) {
-    const Sequence* seq = out.scheduled[sampled[i].sched].seq;
-    SampleContext ctx;
-    ctx.prompt_tokens = std::span<const int32_t>(seq->tokens).first(seq->prompt_len);
-    ctx.output_tokens = std::span<const int32_t>(seq->tokens).subspan(seq->prompt_len);
-    ctx.eos_token_ids = config_.eos_token_ids;
-    ctx.seed = seq->seed;
-    const float* base = logits.data() + sampled[i].host_row * vocab;
-    results[i].push_back(sample_token(std::span<const float>(base, vocab), seq->params, ctx));
-  };
-  if (plain.size() >= 8) {
-    default_thread_pool().parallel_for(static_cast<int64_t>(plain.size()), [&](int64_t b, int64_t e, int) {
-      for (int64_t j = b; j < e; ++j) sample_one(plain[j]);
-    });
-  } else {
-    for (size_t i : plain) sample_one(i);
+  return batch;
+}
+
+std::vector<std::vector<SampleResult>> Engine::take_results(SchedulerOutput& out, std::span<const RunnerSeq> batch,
+                                                            RunnerOutput* ro) {
+  // Each sequence that read logits: its sampled token, or the verified run of its drafts.
+  const int64_t vocab = runner_->vocab_size();
+  std::vector<std::vector<SampleResult>> results(out.scheduled.size());
+  for (size_t i = 0; i < out.scheduled.size(); ++i) {
+    ScheduledSeq& s = out.scheduled[i];
+    if (batch[i].input.logits_rows() == 0) continue;
+    if (!batch[i].verify) {
+      results[i].push_back(std::move(ro->samples[i]));
+      continue;
+    }
+    const float* base = ro->verify_logits.data() + ro->verify_row[i] * vocab;
+    const int32_t nd = static_cast<int32_t>(s.num_spec_tokens);
+    VerifyResult v = spec_->verify(s.seq, nd, std::span<const float>(base, (nd + 1) * vocab), vocab,
+                                   config_.eos_token_ids);
+    s.num_new_tokens = 1 + v.num_accepted;
+    results[i] = std::move(v.tokens);
   }
-  for (size_t i = 0; i < sampled.size(); ++i)
-    for (const SampleResult& r : results[i]) out.scheduled[sampled[i].sched].seq->tokens.push_back(r.token);
+  return results;
+}
+
+void Engine::update(const SchedulerOutput& out, std::vector<std::vector<SampleResult>> results,
+                    std::vector<TokenEvent>* events) {
+  // Append the new tokens first, so that num_computed (lowered to the verified tokens: the
+  // rejected drafts' KV is rolled back) and the prefix-cache keys see the final token list.
+  for (size_t i = 0; i < results.size(); ++i)
+    for (const SampleResult& r : results[i]) out.scheduled[i].seq->tokens.push_back(r.token);
   scheduler_->on_step_done(out);
-  for (size_t i = 0; i < sampled.size(); ++i) {
-    const ScheduledSeq& s = out.scheduled[sampled[i].sched];
+  for (size_t i = 0; i < results.size(); ++i) {
+    const ScheduledSeq& s = out.scheduled[i];
+    if (results[i].empty()) continue;
     if (s.num_spec_tokens > 0) spec_->on_tokens_appended(s.seq, static_cast<int32_t>(s.num_new_tokens - 1));
     s.seq->spec_tokens.clear();
     s.seq->spec_dists.clear();
   }
   for (const ScheduledSeq& s : out.scheduled)
     if (s.seq->num_computed >= s.seq->prompt_len) release_followers(s.seq->id);
-
   // Events, token by token: a stop (EOS, stop id, stop string, max_tokens, context) inside an
   // accepted run ends the sequence at that token; the tokens after it are dropped.
-  for (size_t i = 0; i < sampled.size(); ++i) {
-    Sequence* seq = out.scheduled[sampled[i].sched].seq;
+  for (size_t i = 0; i < results.size(); ++i) {
+    Sequence* seq = out.scheduled[i].seq;
     const int64_t produced = static_cast<int64_t>(results[i].size());
     const int64_t first = seq->num_tokens() - produced;
     FinishReason reason = FinishReason::kNone;
@@ -388,12 +310,11 @@ StatusOr<std::vector<TokenEvent>> Engine::step() {
       // emit_token sees the sequence as it was right after this token.
       std::vector<int32_t> later(seq->tokens.begin() + first + j + 1, seq->tokens.end());
       seq->tokens.resize(first + j + 1);
-      reason = emit_token(seq, std::move(results[i][j]), &events);
+      reason = emit_token(seq, std::move(results[i][j]), events);
       seq->tokens.insert(seq->tokens.end(), later.begin(), later.end());
     }
-    if (reason != FinishReason::kNone) finish(seq, reason, &events, false);
+    if (reason != FinishReason::kNone) finish(seq, reason, events, false);
   }
-  return events;
 }
 
 EngineStats Engine::stats() const {

@@ -1,5 +1,6 @@
-// The engine step loop (DESIGN.md §2): schedule -> build the batch -> run the model -> sample
-// -> emit outputs, stop and free. Synchronous and single-threaded (step() is called by one
+// The engine step loop (DESIGN.md §2): schedule -> runner.execute (runner/model_runner.h:
+// step metadata, forward, device/host sampling) -> verify drafts -> update (append, stop rules,
+// events, frees). Synchronous and single-threaded (step() is called by one
 // thread); abort() may be called from any thread and takes effect at the next step, which
 // frees the sequence's blocks. AsyncEngine (async_engine.h) runs this loop on a thread.
 #pragma once
@@ -13,8 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/model_executor.h"
-#include "engine/sampler.h"
+#include "runner/model_executor.h"
+#include "runner/model_runner.h"
+#include "runner/sampler.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 #include "engine/speculative.h"
@@ -117,9 +119,19 @@ class Engine {
   FinishReason emit_token(Sequence* seq, SampleResult r, std::vector<TokenEvent>* events);
   // Queues the choices that waited for `leader` to compute their shared prompt.
   void release_followers(SeqId leader);
+  // The step, after scheduling: the scheduled sequences as the runner reads them (the
+  // verification inputs [last token, drafts...] live in spec_inputs), the runner's tokens and
+  // verified draft runs per sequence, and the update (append, stop rules, events, frees).
+  std::vector<RunnerSeq> runner_batch(const SchedulerOutput& out, std::vector<std::vector<int32_t>>* spec_inputs);
+  std::vector<std::vector<SampleResult>> take_results(SchedulerOutput& out, std::span<const RunnerSeq> batch,
+                                                      RunnerOutput* ro);
+  void update(const SchedulerOutput& out, std::vector<std::vector<SampleResult>> results,
+              std::vector<TokenEvent>* events);
+  struct Timer;
 
   EngineConfig config_;
   ModelExecutor* model_;
+  std::unique_ptr<ModelRunner> runner_;  // over model_
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<Speculator> spec_;  // null when speculative decoding is off

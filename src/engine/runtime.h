@@ -15,7 +15,8 @@
 #include "engine/async_engine.h"
 #include "engine/engine.h"
 #include "io/model_source.h"
-#include "model/kv_calibration.h"
+#include "runner/kv_calibration.h"
+#include "runner/llama_executor.h"
 #include "tokenizer/chat_template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -52,7 +53,7 @@ struct RuntimeConfig {
   // "" = off.
   std::string speculative_config;
   // GPUs (or, with the cpu backend, simulated ranks) the model is split over: Megatron-style
-  // tensor parallelism, one thread driving every rank (model/tp_forward.h). 1 = no split.
+  // tensor parallelism, one thread driving every rank (model/llama_model.h). 1 = no split.
   int tensor_parallel_size = 1;
 
   Status validate() const;
@@ -107,9 +108,18 @@ class Runtime {
 
  private:
   Runtime() = default;
-  // FP8 KV cache: the checkpoint's scales or an online calibration, set on `cache` (the
-  // target's, or the draft model's, which shares the tokenizer).
-  StatusOr<KvScales> setup_fp8_kv_scales(const ModelSource& src, LlamaModel& model, PagedKvCache& cache);
+  // create(), in order: the checkpoint (source, name, context length); the tokenizer and chat
+  // template; the ranks' backends, the model and the draft model; the KV memory budget; then
+  // the executor, its FP8 KV scales and the engine.
+  Status open_source();
+  Status load_tokenizer();
+  Status load_models();
+  StatusOr<int64_t> plan_kv_memory() const;
+  Status assemble(int64_t num_blocks);
+  EngineConfig engine_config() const;
+  // FP8 KV cache: the checkpoint's scales or an online calibration, set on every rank of
+  // `exec` (the target's, or the draft model's, which shares the tokenizer).
+  StatusOr<KvScales> setup_fp8_kv_scales(const ModelSource& src, LlamaModel& model, LlamaExecutor& exec);
   struct Impl;
   RuntimeConfig config_;
   std::unique_ptr<ModelSource> source_;
@@ -118,7 +128,7 @@ class Runtime {
   std::string model_name_;
   int64_t max_model_len_ = 0;
   MemoryReport memory_;
-  std::unique_ptr<Impl> impl_;  // backend, model, KV cache, executor
+  std::unique_ptr<Impl> impl_;  // the ranks' backends, the model, its executor (KV buffers), the draft
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<AsyncEngine> async_;
 };

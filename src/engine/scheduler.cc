@@ -57,7 +57,16 @@ void Scheduler::preempt(Sequence* seq) {
 SchedulerOutput Scheduler::schedule() {
   SchedulerOutput out;
   int64_t budget = config_.max_num_batched_tokens;
+  schedule_running(&out, &budget);
+  // Nothing new is admitted in a step that had to preempt.
+  if (out.preempted.empty()) admit_waiting(&out, &budget);
+  out.num_batched_tokens = config_.max_num_batched_tokens - budget;
+  return out;
+}
 
+void Scheduler::schedule_running(SchedulerOutput* out_ptr, int64_t* budget_ptr) {
+  SchedulerOutput& out = *out_ptr;
+  int64_t& budget = *budget_ptr;
   // 1. Running sequences, decodes before prompt chunks, each group oldest first; the victim of
   //    a preemption is the running sequence the policy would schedule last that is not already
   //    part of this step.
@@ -84,32 +93,34 @@ SchedulerOutput Scheduler::schedule() {
         continue;
       }
     }
-    bool scheduled = false;
-    while (true) {
-      if (kv_->allocate(seq->id, seq->num_computed + n)) {
-        scheduled = true;
-        break;
-      }
-      Sequence* victim = nullptr;
-      for (Sequence* cand : running_) {
-        const bool in_step = std::any_of(out.scheduled.begin(), out.scheduled.end(),
-                                         [&](const ScheduledSeq& s) { return s.seq == cand; });
-        if (in_step) continue;
-        if (!victim || policy_->before(*victim, *cand)) victim = cand;
-      }
-      if (!victim) break;
-      preempt(victim);
-      out.preempted.push_back(victim);
-      if (victim == seq) break;
-    }
-    if (!scheduled) break;  // the pool cannot hold even this sequence's next tokens now
+    if (!allocate_or_preempt(seq, n, &out)) break;  // the pool cannot hold even these tokens now
     out.scheduled.push_back({seq, n, 0});
     budget -= n;
   }
+}
 
+bool Scheduler::allocate_or_preempt(Sequence* seq, int64_t n, SchedulerOutput* out) {
+  while (true) {
+    if (kv_->allocate(seq->id, seq->num_computed + n)) return true;
+    Sequence* victim = nullptr;
+    for (Sequence* cand : running_) {
+      const bool in_step = std::any_of(out->scheduled.begin(), out->scheduled.end(),
+                                       [&](const ScheduledSeq& s) { return s.seq == cand; });
+      if (in_step) continue;
+      if (!victim || policy_->before(*victim, *cand)) victim = cand;
+    }
+    if (!victim) return false;
+    preempt(victim);
+    out->preempted.push_back(victim);
+    if (victim == seq) return false;
+  }
+}
+
+void Scheduler::admit_waiting(SchedulerOutput* out_ptr, int64_t* budget_ptr) {
+  SchedulerOutput& out = *out_ptr;
+  int64_t& budget = *budget_ptr;
   // 2. Waiting sequences, in policy order, while budget, sequence slots and blocks allow.
-  //    Nothing new is admitted in a step that had to preempt.
-  if (out.preempted.empty()) {
+  {
     while (!waiting_.empty() && budget > 0 &&
            static_cast<int64_t>(running_.size()) < config_.max_num_seqs) {
       Sequence* seq = waiting_.front();
@@ -136,8 +147,6 @@ SchedulerOutput Scheduler::schedule() {
       budget -= n;
     }
   }
-  out.num_batched_tokens = config_.max_num_batched_tokens - budget;
-  return out;
 }
 
 void Scheduler::on_step_done(const SchedulerOutput& out) {

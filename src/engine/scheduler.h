@@ -87,6 +87,12 @@ class Scheduler {
   int64_t total_preemptions() const { return total_preemptions_; }
 
  private:
+  // schedule()'s two phases: running sequences (preempting for them), then admissions.
+  void schedule_running(SchedulerOutput* out, int64_t* budget);
+  void admit_waiting(SchedulerOutput* out, int64_t* budget);
+  // Blocks for seq's next n tokens, preempting what the policy schedules last (not in this
+  // step) until they fit; false when they cannot (seq itself may have been preempted).
+  bool allocate_or_preempt(Sequence* seq, int64_t n, SchedulerOutput* out);
   void preempt(Sequence* seq);
   void insert_waiting(Sequence* seq);
 

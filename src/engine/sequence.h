@@ -10,8 +10,8 @@
 
 #include <memory>
 
-#include "engine/sampler.h"
-#include "engine/sampling_params.h"
+#include "runner/sampler.h"
+#include "runner/sampling_params.h"
 #include "engine/text_stream.h"
 #include "kv/kv_cache_manager.h"
 

@@ -5,6 +5,33 @@
 #include <cassert>
 
 namespace lancet {
+namespace {
+
+// A rejected draft's replacement: a draw (uniform u) from the residual max(0, p - q) over the
+// target's candidates (outside them p is 0), normalized.
+int32_t draw_residual(const TokenDistribution& target, const TokenDistribution& q, int64_t vocab, double u) {
+  std::vector<double> qdense(vocab, 0.0);
+  for (size_t i = 0; i < q.tokens.size(); ++i) qdense[q.tokens[i]] = q.probs[i];
+  std::vector<double> resid(target.tokens.size());
+  double z = 0;
+  for (size_t i = 0; i < target.tokens.size(); ++i) {
+    resid[i] = std::max(0.0, target.probs[i] - qdense[target.tokens[i]]);
+    z += resid[i];
+  }
+  if (z <= 0) {  // p == q up to rounding: the residual is p itself
+    resid = target.probs;
+    z = 1.0;
+  }
+  const double v = u * z;
+  double cum = 0;
+  for (size_t i = 0; i < resid.size(); ++i) {
+    cum += resid[i];
+    if (v < cum && resid[i] > 0) return target.tokens[i];
+  }
+  return target.tokens.back();
+}
+
+}  // namespace
 
 VerifyResult verify_drafts(const VerifyInput& in) {
   assert(in.params && in.vocab > 0);
@@ -60,29 +87,7 @@ VerifyResult verify_drafts(const VerifyInput& in) {
       out.push_back(d);
       continue;
     }
-    // Residual max(0, p - q) over the target's candidates (outside them p is 0).
-    std::vector<double> qdense(in.vocab, 0.0);
-    for (size_t i = 0; i < q.tokens.size(); ++i) qdense[q.tokens[i]] = q.probs[i];
-    std::vector<double> resid(target.tokens.size());
-    double z = 0;
-    for (size_t i = 0; i < target.tokens.size(); ++i) {
-      resid[i] = std::max(0.0, target.probs[i] - qdense[target.tokens[i]]);
-      z += resid[i];
-    }
-    if (z <= 0) {  // p == q up to rounding: the residual is p itself
-      resid = target.probs;
-      z = 1.0;
-    }
-    const double v = counter_uniform(in.seed ^ kSpecResidualSalt, pos) * z;
-    double cum = 0;
-    int32_t tok = target.tokens.back();
-    for (size_t i = 0; i < resid.size(); ++i) {
-      cum += resid[i];
-      if (v < cum && resid[i] > 0) {
-        tok = target.tokens[i];
-        break;
-      }
-    }
+    const int32_t tok = draw_residual(target, q, in.vocab, counter_uniform(in.seed ^ kSpecResidualSalt, pos));
     r.tokens.push_back(sample_result_for(x, tok, p));
     break;
   }

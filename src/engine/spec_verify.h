@@ -16,7 +16,7 @@
 #include <span>
 #include <vector>
 
-#include "engine/sampler.h"
+#include "runner/sampler.h"
 
 namespace lancet {
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "engine/draft_proposer.h"
-#include "engine/model_executor.h"
+#include "runner/model_executor.h"
 #include "engine/sequence.h"
 #include "engine/spec_policy.h"
 #include "engine/spec_verify.h"

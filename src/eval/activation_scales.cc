@@ -18,9 +18,9 @@ StatusOr<KvScales> calibrate_kv_and_activation_scales(LlamaModel& model, Backend
                                                       const std::vector<std::vector<int32_t>>& prompts,
                                                       const KvCalibrationOptions& opts,
                                                       ActivationScales* activations) {
-  if (!activations) return calibrate_kv_scales(model, backend, prompts, opts);
+  if (!activations) return calibrate_kv_scales(model, prompts, opts);
   ActivationAbsmaxObserver act;
-  ASSIGN_OR_RETURN(KvScales s, calibrate_kv_scales(model, backend, prompts, opts, &act));
+  ASSIGN_OR_RETURN(KvScales s, calibrate_kv_scales(model, prompts, opts, &act));
   *activations = activation_scales_from_absmax(act, opts.margin);
   return s;
 }

@@ -2,7 +2,7 @@
 // for `lancet quantize --calibrate --static-activation-scales`: the calibration pass records,
 // per layer, the absmax of the inputs of the layer's linear projections (the observer in
 // model/fp8_scales.h), and each scale becomes absmax * margin / 448, as the KV cache scales
-// are made (model/kv_calibration.h). q/k/v_proj read the same input (the input norm's output),
+// are made (runner/kv_calibration.h). q/k/v_proj read the same input (the input norm's output),
 // as do gate/up_proj (the post-attention norm's output); o_proj reads the attention output
 // and down_proj SiLU(gate) * up.
 #pragma once
@@ -13,7 +13,7 @@
 
 #include "core/status.h"
 #include "model/fp8_scales.h"
-#include "model/kv_calibration.h"
+#include "runner/kv_calibration.h"
 #include "model/llama_model.h"
 
 namespace lancet {
@@ -24,7 +24,7 @@ struct ActivationScales {
 
 ActivationScales activation_scales_from_absmax(const ActivationAbsmaxObserver& obs, float margin);
 
-// calibrate_kv_scales (model/kv_calibration.h) that also fills *activations with static
+// calibrate_kv_scales (runner/kv_calibration.h) that also fills *activations with static
 // activation scales from the same pass and margin; f32 activations only (the CPU backend,
 // weights not FP8). A null `activations` calibrates the KV scales alone.
 StatusOr<KvScales> calibrate_kv_and_activation_scales(LlamaModel& model, Backend& backend,

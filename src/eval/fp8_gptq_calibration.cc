@@ -8,7 +8,7 @@
 #include "core/logging.h"
 
 #include "eval/activation_moments.h"
-#include "model/kv_calibration.h"
+#include "runner/kv_calibration.h"
 #include "model/llama_model.h"
 
 namespace lancet {
@@ -54,7 +54,7 @@ StatusOr<Fp8GptqFactors> calibrate_fp8_gptq(const ModelSource& src, Backend& bac
   ActivationMomentObserver obs(backend, L);
   KvCalibrationOptions co;
   co.scratch_dtype = DType::kF32;
-  auto kv = calibrate_kv_scales(*model, backend, prompts, co, &obs);
+  auto kv = calibrate_kv_scales(*model, prompts, co, &obs);
   if (!kv.ok()) return kv.status().with_context("gptq calibration");
   RETURN_IF_ERROR(obs.finish());
   Fp8GptqCalibrationStats st;

@@ -1,6 +1,9 @@
 // eval_golden_case: prompt (optionally chunked) -> logits at stored positions -> greedy decode.
 #include "eval/golden_eval.h"
 
+#include "runner/llama_executor.h"
+#include "runner/sequence_runner.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -78,9 +81,12 @@ StatusOr<GoldenCaseResult> eval_golden_case(LlamaModel& model, Backend& backend,
     return OutOfRange(gc.name + ": needs " + std::to_string(total) + " positions, model built for " +
                       std::to_string(model.max_model_len()));
   const int64_t bs = opts.block_size;
-  ASSIGN_OR_RETURN(auto cache, PagedKvCache::create(backend, model.kv_cache_config((total + bs - 1) / bs + 1, bs,
-                                                                                   opts.kv_dtype)));
-  const int64_t seq = cache->add_sequence();
+  LlamaExecutorOptions eo;
+  eo.decode_graphs = false;
+  ASSIGN_OR_RETURN(auto exec, LlamaExecutor::create(model, KvBlockConfig{(total + bs - 1) / bs + 1,
+                                                                         static_cast<int32_t>(bs)},
+                                                    opts.kv_dtype, eo));
+  SequenceRunner seq(*exec);
 
   // Prompt: logits at the stored positions plus the last one (which seeds the greedy run).
   std::vector<int32_t> want = positions;
@@ -91,17 +97,15 @@ StatusOr<GoldenCaseResult> eval_golden_case(LlamaModel& model, Backend& backend,
   size_t wi = 0;
   for (int64_t start = 0; start < L; start += chunk) {
     const int64_t n = std::min(chunk, L - start);
-    SequenceStep s;
-    s.seq = seq;
-    s.tokens = ids.data() + start;
-    s.num_tokens = n;
-    s.start_pos = start;
-    s.logits = LogitsMode::kSelected;
+    std::vector<int32_t> offsets;
     const size_t first = wi;
-    while (wi < want.size() && want[wi] < start + n) s.logits_offsets.push_back(want[wi++] - start);
-    ASSIGN_OR_RETURN(StepMetadata st, build_step(*cache, {s}));
+    while (wi < want.size() && want[wi] < start + n) offsets.push_back(want[wi++] - static_cast<int32_t>(start));
     std::vector<float> lg;
-    RETURN_IF_ERROR(model.forward(st, *cache, &lg));
+    if (!offsets.empty()) {
+      RETURN_IF_ERROR(seq.step(std::span<const int32_t>(ids.data() + start, n), offsets, &lg));
+    } else {
+      RETURN_IF_ERROR(seq.step_last(std::span<const int32_t>(ids.data() + start, n), &lg, false));
+    }
     std::copy(lg.begin(), lg.end(), got.begin() + first * V);
   }
   GoldenCaseResult r;
@@ -134,15 +138,8 @@ StatusOr<GoldenCaseResult> eval_golden_case(LlamaModel& model, Backend& backend,
   for (int64_t i = 0; i < steps; ++i) {
     if (matching && next == greedy[i]) ++r.greedy_match; else matching = false;
     if (i + 1 == steps) break;
-    SequenceStep s;
-    s.seq = seq;
-    s.tokens = &next;
-    s.num_tokens = 1;
-    s.start_pos = L + i;
-    s.logits = LogitsMode::kLast;
-    ASSIGN_OR_RETURN(StepMetadata st, build_step(*cache, {s}));
     std::vector<float> lg;
-    RETURN_IF_ERROR(model.forward(st, *cache, &lg));
+    RETURN_IF_ERROR(seq.step_last(std::span<const int32_t>(&next, 1), &lg));
     next = static_cast<int32_t>(argmax(lg.data(), V));
   }
   r.decode_seconds = seconds_since(t1);

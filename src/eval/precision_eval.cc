@@ -1,6 +1,9 @@
 // eval_precision: prompts and a text through two models, logits compared position by position.
 #include "eval/precision_eval.h"
 
+#include "runner/llama_executor.h"
+#include "runner/sequence_runner.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -89,36 +92,35 @@ void add_agreement(const float* ref, const float* test, int64_t n, int64_t V, Ag
 
 // One sequence in its own paged cache, prefilled chunk by chunk.
 struct CachedSequence {
-  LlamaModel& model;
-  Backend& backend;
-  std::unique_ptr<PagedKvCache> cache;
-  int64_t seq = 0;
+  LlamaModel* model = nullptr;
+  std::unique_ptr<LlamaExecutor> executor;
+  std::unique_ptr<SequenceRunner> seq;
 
   static StatusOr<CachedSequence> create(LlamaModel& model, Backend& backend, int64_t len, DType kv_dtype,
                                          int64_t block_size, const PrecisionEvalConfig* scales) {
     if (len > model.max_model_len())
       return OutOfRange("sequence of " + std::to_string(len) + " tokens is past the model's length " +
                         std::to_string(model.max_model_len()));
-    ASSIGN_OR_RETURN(auto cache, PagedKvCache::create(backend, model.kv_cache_config(
-                                                                   (len + block_size - 1) / block_size + 1,
-                                                                   block_size, kv_dtype)));
+    LlamaExecutorOptions eo;
+    eo.decode_graphs = false;
+    const KvBlockConfig blocks{(len + block_size - 1) / block_size + 1, static_cast<int32_t>(block_size)};
+    CachedSequence cs;
+    cs.model = &model;
+    ASSIGN_OR_RETURN(cs.executor, LlamaExecutor::create(model, blocks, kv_dtype, eo));
     if (kv_dtype == DType::kF8E4M3 && scales && !scales->kv_k_scales.empty())
-      RETURN_IF_ERROR(cache->set_scales(scales->kv_k_scales, scales->kv_v_scales));
-    const int64_t seq = cache->add_sequence();
-    return CachedSequence{model, backend, std::move(cache), seq};
+      RETURN_IF_ERROR(cs.executor->set_kv_scales(scales->kv_k_scales, scales->kv_v_scales));
+    cs.seq = std::make_unique<SequenceRunner>(*cs.executor);
+    return cs;
   }
 
-  // Logits of every position in ids[start, start + n) ([n, vocab]).
+  // Logits of every position in ids[start, start + n) ([n, vocab]); start is where the
+  // sequence is (chunks come in order).
   Status run(const std::vector<int32_t>& ids, int64_t start, int64_t n, std::vector<float>* logits) {
-    SequenceStep s;
-    s.seq = seq;
-    s.tokens = ids.data() + start;
-    s.num_tokens = n;
-    s.start_pos = start;
-    s.logits = LogitsMode::kAll;
-    ASSIGN_OR_RETURN(StepMetadata st, build_step(*cache, {s}));
-    RETURN_IF_ERROR(model.forward(st, *cache, logits));
-    if (static_cast<int64_t>(logits->size()) != n * model.config().vocab_size)
+    if (start != seq->position()) return Internal("precision eval: chunks out of order");
+    std::vector<int32_t> all(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) all[i] = static_cast<int32_t>(i);
+    RETURN_IF_ERROR(seq->step(std::span<const int32_t>(ids.data() + start, n), all, logits));
+    if (static_cast<int64_t>(logits->size()) != n * model->config().vocab_size)
       return Internal("forward returned " + std::to_string(logits->size()) + " logits for " + std::to_string(n) +
                       " positions");
     return OkStatus();

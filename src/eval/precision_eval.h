@@ -20,7 +20,7 @@ struct PrecisionEvalConfig {
   int64_t block_size = 16;
   DType ref_kv_dtype = DType::kF32;
   DType test_kv_dtype = DType::kF32;  // kF8E4M3 to measure an FP8 KV cache
-  // Per-layer K/V scales for FP8 caches (model/kv_calibration.h); required with kF8E4M3.
+  // Per-layer K/V scales for FP8 caches (runner/kv_calibration.h); required with kF8E4M3.
   std::vector<float> kv_k_scales, kv_v_scales;
   // The text is run as one sequence, prefilled this many tokens per step (bounds the logits
   // held at once: chunk x vocab floats).

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/kv_block_config.h"
 #include "kv/block_hash.h"
 #include "kv/block_pool.h"
 
@@ -16,9 +17,7 @@ namespace lancet {
 
 using SeqId = int64_t;
 
-struct BlockManagerConfig {
-  int64_t num_blocks = 0;
-  int32_t block_size = 16;
+struct BlockManagerConfig : KvBlockConfig {
   bool enable_prefix_caching = true;
   BlockHash salt;  // kv_cache_salt(model, kv dtype, adapter)
 };

@@ -1,7 +1,7 @@
 // The model side of static FP8 scales: the absmax observer LlamaModel::set_activation_observer
 // fills with the inputs of every layer's linear projections, and the rule that turns a
 // calibrated absmax into a scale (absmax * margin / 448), shared by the FP8 KV cache scales
-// (model/kv_calibration.h) and the static activation scales (eval/activation_scales.h).
+// (runner/kv_calibration.h) and the static activation scales (eval/activation_scales.h).
 // q/k/v_proj read the same input (the input norm's output), as do gate/up_proj (the
 // post-attention norm's output); o_proj reads the attention output and down_proj
 // SiLU(gate) * up.
@@ -37,7 +37,7 @@ struct ActivationAbsmaxObserver final : LinearInputObserver {
 
 // A static FP8 scale from a calibrated absmax: absmax * margin / 448. An absmax of 0 (dummy
 // weights) still gets a scale that keeps a few normal E4M3 steps, never 0. The KV cache scales
-// (model/kv_calibration.h) and the static activation scales (eval/activation_scales.h) are
+// (runner/kv_calibration.h) and the static activation scales (eval/activation_scales.h) are
 // made this way.
 float fp8_scale_from_absmax(float absmax, float margin);
 

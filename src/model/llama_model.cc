@@ -1,237 +1,164 @@
-// LlamaModel: weight loading, the rope table upload, and the per-step forward graph.
+// LlamaModel: loading every rank's weights and rope table, the workspaces, and the collectives
+// (the layer loop itself is in llama_forward.cc).
 #include "model/llama_model.h"
 
-#include "model/decode_graphs.h"
-
 #include <algorithm>
-#include <cmath>
+#include <cstring>
 #include <string>
 
 namespace lancet {
 
-// The calibration hook: this layer's K (after rope) and V rows, copied to the host and folded
-// into the observer's per-layer absmax. Only runs while an observer is attached.
-static Status observe_kv(Backend& be, KvAbsmaxObserver* obs, int64_t layer, const float* k /*[rows, row]*/,
-                         const float* v /*[rows, row]*/, int64_t rows, int64_t row) {
-  std::vector<float> hk(rows * row), hv(rows * row);
-  RETURN_IF_ERROR(be.synchronize());
-  RETURN_IF_ERROR(be.copy_to_host(hk.data(), k, hk.size() * sizeof(float)));
-  RETURN_IF_ERROR(be.copy_to_host(hv.data(), v, hv.size() * sizeof(float)));
-  obs->observe(layer, hk.data(), hv.data(), rows * row, rows);
-  return OkStatus();
-}
-
-// The activation hook: one linear input of this layer ([n] floats), copied to the host and
-// folded into the observer.
-static Status observe_input(Backend& be, LinearInputObserver* obs, int64_t layer, LinearInput which,
-                            const float* x /*[rows, cols]*/, int64_t rows, int64_t cols) {
-  if (!obs) return OkStatus();
-  std::vector<float> h(static_cast<size_t>(rows * cols));
-  RETURN_IF_ERROR(be.synchronize());
-  RETURN_IF_ERROR(be.copy_to_host(h.data(), x, h.size() * sizeof(float)));
-  return obs->observe(layer, which, h.data(), rows, cols);
-}
-
 StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::create(const ModelSource& src, Backend& backend,
                                                          const LlamaModelOptions& opts) {
-  std::unique_ptr<LlamaModel> m(new LlamaModel(backend));
-  m->cfg_ = src.config();
-  ASSIGN_OR_RETURN(m->w_, load_llama_weights(src, backend, opts.weights));
-  int64_t len = opts.max_model_len;
-  if (len <= 0) len = std::min<int64_t>(m->cfg_.max_position_embeddings > 0 ? m->cfg_.max_position_embeddings : 8192, 131072);
-  m->max_model_len_ = len;
-  DType freq_dtype = DType::kF32;
-  if (opts.hf_rope_rounding && std::string(src.format()) == "safetensors" &&
-      (m->cfg_.dtype == DType::kBF16 || m->cfg_.dtype == DType::kF16))
-    freq_dtype = m->cfg_.dtype;
-  ASSIGN_OR_RETURN(m->rope_, build_rope_table(m->cfg_, len,
-                                              m->w_.rope_freq_factors.empty() ? nullptr
-                                                                              : m->w_.rope_freq_factors.data(),
-                                              freq_dtype));
-  const size_t tb = m->rope_.cos.size() * sizeof(float);
-  ASSIGN_OR_RETURN(m->d_cos_, backend.alloc(tb));
-  ASSIGN_OR_RETURN(m->d_sin_, backend.alloc(tb));
-  RETURN_IF_ERROR(backend.copy_to_device(m->d_cos_.data(), m->rope_.cos.data(), tb));
-  RETURN_IF_ERROR(backend.copy_to_device(m->d_sin_.data(), m->rope_.sin.data(), tb));
-  if (opts.decode_graphs && backend.supports_graphs())
-    m->graphs_ = std::make_unique<DecodeGraphs>(backend, m->max_model_len_);
+  Backend* one[1] = {&backend};
+  return create(src, std::span<Backend* const>(one, 1), opts, nullptr);
+}
+
+StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::create(const ModelSource& src, std::span<Backend* const> ranks,
+                                                         const LlamaModelOptions& opts,
+                                                         std::unique_ptr<TpCommunicator> comm) {
+  if (ranks.empty()) return InvalidArgument("model: no ranks");
+  std::unique_ptr<LlamaModel> m(new LlamaModel());
+  RETURN_IF_ERROR(m->load(src, ranks, opts));
+  const int n = static_cast<int>(ranks.size());
+  if (n > 1) {
+    if (comm) {
+      m->comm_ = std::move(comm);
+    } else {
+      ASSIGN_OR_RETURN(m->comm_, make_tp_communicator(m->backends_));
+    }
+    if (m->comm_->size() != n)
+      return InvalidArgument("tensor parallel: communicator has " + std::to_string(m->comm_->size()) +
+                             " ranks, the model " + std::to_string(n));
+  }
   return m;
 }
 
-LlamaModel::LlamaModel(Backend& be) : be_(be), uploader_(be) {}
+Status LlamaModel::load(const ModelSource& src, std::span<Backend* const> ranks, const LlamaModelOptions& opts) {
+  cfg_ = src.config();
+  const int n = static_cast<int>(ranks.size());
+  RETURN_IF_ERROR(validate_tp_config(cfg_, n));
+  int64_t len = opts.max_model_len;
+  if (len <= 0) len = std::min<int64_t>(cfg_.max_position_embeddings > 0 ? cfg_.max_position_embeddings : 8192, 131072);
+  max_model_len_ = len;
+  ranks_.resize(n);
+  for (int r = 0; r < n; ++r) {
+    LlamaRank& rk = ranks_[r];
+    rk.be = ranks[r];
+    RETURN_IF_ERROR(rk.be->make_current());
+    ASSIGN_OR_RETURN(rk.layout, tp_rank_layout(cfg_, TpShardSpec{r, n}));
+    auto w = load_llama_weights(src, *rk.be, opts.weights, rk.layout);
+    if (!w.ok()) return n > 1 ? w.status().with_context("tensor parallel rank " + std::to_string(r)) : w.status();
+    rk.w = std::move(*w);
+    if (r == 0) {
+      DType freq_dtype = DType::kF32;
+      if (opts.hf_rope_rounding && std::string(src.format()) == "safetensors" &&
+          (cfg_.dtype == DType::kBF16 || cfg_.dtype == DType::kF16))
+        freq_dtype = cfg_.dtype;
+      const float* factors = rk.w.rope_freq_factors.empty() ? nullptr : rk.w.rope_freq_factors.data();
+      ASSIGN_OR_RETURN(rope_, build_rope_table(cfg_, len, factors, freq_dtype));
+    }
+    const size_t tb = rope_.cos.size() * sizeof(float);
+    ASSIGN_OR_RETURN(rk.d_cos, rk.be->alloc(tb));
+    ASSIGN_OR_RETURN(rk.d_sin, rk.be->alloc(tb));
+    RETURN_IF_ERROR(rk.be->copy_to_device(rk.d_cos.data(), rope_.cos.data(), tb));
+    RETURN_IF_ERROR(rk.be->copy_to_device(rk.d_sin.data(), rope_.sin.data(), tb));
+    RETURN_IF_ERROR(rk.be->synchronize());
+    backends_.push_back(rk.be);
+  }
+  reduce_ptrs_.resize(n);
+  return select(ranks_[0]);
+}
+
 LlamaModel::~LlamaModel() = default;
 
-KvCacheConfig LlamaModel::kv_cache_config(int64_t num_blocks, int64_t block_size, DType dtype) const {
-  KvCacheConfig c;
+KvBufferConfig LlamaModel::kv_buffer_config(int rank, const KvBlockConfig& blocks, DType dtype) const {
+  KvBufferConfig c;
+  c.num_blocks = blocks.num_blocks;
+  c.block_size = blocks.block_size;
   c.num_layers = cfg_.num_layers;
-  c.num_kv_heads = cfg_.num_kv_heads;
+  c.num_kv_heads = ranks_.at(rank).layout.num_kv_heads;
   c.head_dim = cfg_.head_dim;
-  c.block_size = block_size;
-  c.num_blocks = num_blocks;
   c.dtype = dtype;
   return c;
 }
 
+int64_t LlamaModel::kv_block_bytes(int32_t block_size, DType dtype) const {
+  return 2 * cfg_.num_layers * block_size * ranks_.at(0).layout.num_kv_heads * cfg_.head_dim *
+         kv_cache_element_bytes(dtype);
+}
+
+Status LlamaModel::select(LlamaRank& rk) {
+  return ranks_.size() > 1 ? rk.be->make_current() : OkStatus();
+}
+
 Status LlamaModel::ensure_workspace(int64_t T, int64_t R) {
   if (T <= ws_tokens_ && R <= ws_rows_) return OkStatus();
-  if (graphs_) graphs_->invalidate();
+  ++ws_generation_;
   T = std::max(T, ws_tokens_);
   R = std::max(R, ws_rows_);
-  const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size, D = cfg_.head_dim;
-  auto f = [&](Buffer* b, int64_t n) -> Status {
-    ASSIGN_OR_RETURN(*b, be_.alloc(static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(float)));
-    return OkStatus();
-  };
-  RETURN_IF_ERROR(f(&residual_, T * H));
-  RETURN_IF_ERROR(f(&hidden_, T * H));
-  RETURN_IF_ERROR(f(&q_, T * cfg_.num_heads * D));
-  RETURN_IF_ERROR(f(&k_, T * cfg_.num_kv_heads * D));
-  RETURN_IF_ERROR(f(&v_, T * cfg_.num_kv_heads * D));
-  RETURN_IF_ERROR(f(&attn_, T * cfg_.num_heads * D));
-  RETURN_IF_ERROR(f(&proj_, T * H));
-  RETURN_IF_ERROR(f(&gate_, T * I));
-  RETURN_IF_ERROR(f(&up_, T * I));
-  RETURN_IF_ERROR(f(&act_, T * I));
-  RETURN_IF_ERROR(f(&sel_, R * H));
-  RETURN_IF_ERROR(f(&logits_, R * cfg_.vocab_size));
+  const int64_t H = cfg_.hidden_size, D = cfg_.head_dim;
+  for (LlamaRank& rk : ranks_) {
+    const TpRankLayout& l = rk.layout;
+    RETURN_IF_ERROR(select(rk));
+    auto f = [&](Buffer* b, int64_t n) -> Status {
+      ASSIGN_OR_RETURN(*b, rk.be->alloc(static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(float)));
+      return OkStatus();
+    };
+    for (Buffer* b : {&rk.residual, &rk.hidden, &rk.proj}) RETURN_IF_ERROR(f(b, T * H));
+    for (Buffer* b : {&rk.q, &rk.attn}) RETURN_IF_ERROR(f(b, T * l.num_heads * D));
+    for (Buffer* b : {&rk.k, &rk.v}) RETURN_IF_ERROR(f(b, T * l.num_kv_heads * D));
+    for (Buffer* b : {&rk.gate, &rk.up, &rk.act}) RETURN_IF_ERROR(f(b, T * l.intermediate));
+    RETURN_IF_ERROR(f(&rk.sel, R * H));
+    RETURN_IF_ERROR(f(&rk.logits, R * l.vocab));
+  }
+  if (ranks_.size() > 1) {
+    RETURN_IF_ERROR(select(ranks_[0]));
+    ASSIGN_OR_RETURN(gathered_, ranks_[0].be->alloc(static_cast<size_t>(std::max<int64_t>(R, 1) * cfg_.vocab_size) *
+                                                    sizeof(float)));
+  }
   ws_tokens_ = T;
   ws_rows_ = R;
   return OkStatus();
 }
 
-Status LlamaModel::enqueue_step(const StepMetadata& st, PagedKvCache& cache) {
-  const int64_t T = st.num_tokens, R = st.num_logits_rows;
-  if (cache.config().num_layers != cfg_.num_layers || cache.config().num_kv_heads != cfg_.num_kv_heads ||
-      cache.config().head_dim != cfg_.head_dim)
-    return InvalidArgument("forward: kv cache geometry does not match the model");
-  for (int32_t p : st.positions)
-    if (p >= max_model_len_)
-      return OutOfRange("forward: position " + std::to_string(p) + " past max_model_len " +
-                        std::to_string(max_model_len_));
-  if (!cache.has_scales())
-    return FailedPrecondition("forward: the fp8 kv cache has no K/V scales (set them from the checkpoint or a calibration)");
-  if (graphs_ && !kv_observer_ && !act_observer_ && DecodeGraphs::eligible(st)) return graphs_->run(*this, st, cache, nullptr);
-  RETURN_IF_ERROR(ensure_workspace(T, R));
-  ASSIGN_OR_RETURN(const StepView v, uploader_.upload(st));
-  return enqueue(v, cache);
+Status LlamaModel::all_reduce(Buffer LlamaRank::*member, int64_t n) {
+  if (!comm_) return OkStatus();
+  for (size_t r = 0; r < ranks_.size(); ++r) reduce_ptrs_[r] = (ranks_[r].*member).as<float>();
+  return comm_->all_reduce_sum(backends_, reduce_ptrs_, n);
 }
 
-Status LlamaModel::forward(const StepMetadata& st, PagedKvCache& cache, std::vector<float>* logits) {
-  const int64_t T = st.num_tokens, R = st.num_logits_rows;
-  logits->clear();
-  if (T == 0) return OkStatus();
-  RETURN_IF_ERROR(enqueue_step(st, cache));
-  if (R == 0) return be_.synchronize();
-  logits->resize(R * cfg_.vocab_size);
-  RETURN_IF_ERROR(be_.copy_to_host(logits->data(), logits_.as<float>(), logits->size() * sizeof(float)));
-  return be_.synchronize();
-}
-
-Status LlamaModel::forward_sampled(const StepMetadata& st, PagedKvCache& cache,
-                                   std::span<const DeviceSampleRow> device, int32_t* tokens,
-                                   std::vector<float>* host_logits) {
-  const int64_t T = st.num_tokens, R = st.num_logits_rows, V = cfg_.vocab_size;
-  host_logits->clear();
-  std::vector<uint8_t> on_device(static_cast<size_t>(std::max<int64_t>(R, 0)), 0);
-  for (const DeviceSampleRow& d : device) {
-    if (d.row < 0 || d.row >= R || on_device[d.row])
-      return InvalidArgument("forward_sampled: device row " + std::to_string(d.row) +
-                             " is outside the step's logits rows or named twice");
-    on_device[d.row] = 1;
-  }
-  if (!device.empty() && !be_.supports_device_sampling())
-    return FailedPrecondition(std::string("forward_sampled: the ") + be_.name() + " backend has no device sampling");
-  if (T == 0) return OkStatus();
-  RETURN_IF_ERROR(enqueue_step(st, cache));
-  const float* d_logits = logits_.as<float>();
-  if (!device.empty()) RETURN_IF_ERROR(be_.sample_rows(d_logits, R, V, device, tokens));
-  // The other rows, one copy per run of consecutive rows.
-  host_logits->resize(static_cast<size_t>((R - static_cast<int64_t>(device.size())) * V));
-  int64_t out = 0;
-  for (int64_t r = 0; r < R;) {
-    if (on_device[r]) {
-      ++r;
-      continue;
+Status LlamaModel::gather_logits(int64_t R) {
+  if (ranks_.size() == 1) return OkStatus();
+  if (R == 0) {
+    // Nothing to gather: wait for the ranks so that their errors surface in this step.
+    for (LlamaRank& rk : ranks_) {
+      RETURN_IF_ERROR(select(rk));
+      RETURN_IF_ERROR(rk.be->synchronize());
     }
-    int64_t e = r;
-    while (e < R && !on_device[e]) ++e;
-    RETURN_IF_ERROR(be_.copy_to_host(host_logits->data() + out * V, d_logits + r * V,
-                                     static_cast<size_t>((e - r) * V) * sizeof(float)));
-    out += e - r;
-    r = e;
+    return select(ranks_[0]);
   }
-  return be_.synchronize();
+  if (R > ws_rows_) return FailedPrecondition("gather_logits: more rows than the workspace holds");
+  // Rank r's [R, local vocab] block goes to columns [vocab_begin, + local vocab).
+  const int64_t V = cfg_.vocab_size;
+  host_logits_.resize(static_cast<size_t>(R * V));
+  std::vector<float> part;
+  for (LlamaRank& rk : ranks_) {
+    const int64_t lv = rk.layout.vocab, v0 = rk.layout.vocab_begin;
+    part.resize(static_cast<size_t>(R * lv));
+    RETURN_IF_ERROR(select(rk));
+    RETURN_IF_ERROR(rk.be->copy_to_host(part.data(), rk.logits.data(), part.size() * sizeof(float)));
+    RETURN_IF_ERROR(rk.be->synchronize());
+    for (int64_t i = 0; i < R; ++i)
+      std::memcpy(host_logits_.data() + i * V + v0, part.data() + i * lv, lv * sizeof(float));
+  }
+  RETURN_IF_ERROR(select(ranks_[0]));
+  RETURN_IF_ERROR(ranks_[0].be->copy_to_device(gathered_.data(), host_logits_.data(), host_logits_.size() * sizeof(float)));
+  return ranks_[0].be->synchronize();
 }
 
-Status LlamaModel::enqueue(const StepView& st, PagedKvCache& cache) {
-  const int64_t T = st.num_tokens, R = st.num_logits_rows;
-  if (T > ws_tokens_ || R > ws_rows_) return FailedPrecondition("enqueue: workspace smaller than the step");
-  const int64_t H = cfg_.hidden_size, D = cfg_.head_dim;
-  const float eps = static_cast<float>(cfg_.rms_norm_eps);
-  float* residual = residual_.as<float>();
-  float* hidden = hidden_.as<float>();
-  float* proj = proj_.as<float>();
-  RETURN_IF_ERROR(be_.embedding(w_.embed, st.token_ids, T, residual));
-  RopeArgs ra;
-  ra.num_tokens = T;
-  ra.num_heads = cfg_.num_heads;
-  ra.num_kv_heads = cfg_.num_kv_heads;
-  ra.head_dim = D;
-  ra.rotary_dim = rope_.rotary_dim;
-  ra.interleaved = cfg_.rope_interleaved;
-  ra.q = q_.as<float>();
-  ra.k = k_.as<float>();
-  ra.positions = st.positions;
-  ra.cos = d_cos_.as<float>();
-  ra.sin = d_sin_.as<float>();
-  ra.max_positions = rope_.max_positions;
-  KvWriteArgs kw;
-  kw.num_tokens = T;
-  kw.k = k_.as<float>();
-  kw.v = v_.as<float>();
-  kw.slot_mapping = st.slot_mapping;
-  PagedAttentionArgs pa;
-  pa.num_tokens = T;
-  pa.num_seqs = st.num_seqs;
-  pa.num_heads = cfg_.num_heads;
-  pa.max_blocks_per_seq = st.max_blocks_per_seq;
-  pa.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
-  pa.q = q_.as<float>();
-  pa.query_start = st.query_start;
-  pa.context_lens = st.context_lens;
-  pa.block_tables = st.block_tables;
-  pa.out = attn_.as<float>();
-  float* qkv_out[3] = {q_.as<float>(), k_.as<float>(), v_.as<float>()};
-  for (int64_t l = 0; l < cfg_.num_layers; ++l) {
-    const LlamaLayerWeights& L = w_.layers[l];
-    RmsNormArgs n1{T, H, l == 0 ? nullptr : proj, residual, L.input_norm.as<float>(), eps, hidden};
-    RETURN_IF_ERROR(be_.rms_norm(n1));
-    RETURN_IF_ERROR(observe_input(be_, act_observer_, l, LinearInput::kQkv, hidden, T, H));
-    const WeightMatrix* qkv[3] = {&L.q, &L.k, &L.v};
-    RETURN_IF_ERROR(be_.matmul_multi(hidden, T, qkv, qkv_out));
-    RETURN_IF_ERROR(be_.rope(ra));
-    if (kv_observer_) RETURN_IF_ERROR(observe_kv(be_, kv_observer_, l, k_.as<float>(), v_.as<float>(), T,
-                                                  cfg_.num_kv_heads * D));
-    RETURN_IF_ERROR(be_.kv_write(kw, cache.layer(l)));
-    RETURN_IF_ERROR(be_.paged_attention(pa, cache.layer(l)));
-    RETURN_IF_ERROR(observe_input(be_, act_observer_, l, LinearInput::kO, attn_.as<float>(), T, cfg_.num_heads * D));
-    RETURN_IF_ERROR(be_.matmul(attn_.as<float>(), T, L.o, proj));
-    RmsNormArgs n2{T, H, proj, residual, L.post_norm.as<float>(), eps, hidden};
-    RETURN_IF_ERROR(be_.rms_norm(n2));
-    RETURN_IF_ERROR(observe_input(be_, act_observer_, l, LinearInput::kGateUp, hidden, T, H));
-    RETURN_IF_ERROR(be_.matmul_gate_up_silu(hidden, T, L.gate, L.up, gate_.as<float>(), up_.as<float>(),
-                                            act_.as<float>()));
-    RETURN_IF_ERROR(observe_input(be_, act_observer_, l, LinearInput::kDown, act_.as<float>(), T,
-                                  cfg_.intermediate_size));
-    RETURN_IF_ERROR(be_.matmul(act_.as<float>(), T, L.down, proj));
-  }
-  if (R == 0) return OkStatus();
-  // Only the rows that need logits go through the final norm and the lm_head.
-  RETURN_IF_ERROR(be_.gather_rows(residual, T, H, st.logits_rows, R, hidden));
-  RETURN_IF_ERROR(be_.gather_rows(proj, T, H, st.logits_rows, R, sel_.as<float>()));
-  RmsNormArgs nf{R, H, sel_.as<float>(), hidden, w_.final_norm.as<float>(), eps, proj};
-  RETURN_IF_ERROR(be_.rms_norm(nf));
-  return be_.matmul(proj, R, w_.lm_head, logits_.as<float>());
+const float* LlamaModel::logits_device() const {
+  return ranks_.size() == 1 ? ranks_[0].logits.as<float>() : gathered_.as<float>();
 }
 
 }  // namespace lancet

@@ -1,6 +1,10 @@
-// The Llama forward pass, written once against backend.h: embedding, per layer fused
-// add+RMSNorm -> q/k/v -> rope -> KV write -> paged attention -> o_proj -> add+RMSNorm ->
-// SwiGLU MLP, then the final norm and the logits of only the rows the step asks for.
+// The Llama forward pass, written once against backend.h for one rank or N tensor-parallel
+// ranks (Megatron style, model/tp_shard.h): embedding; per layer fused add+RMSNorm -> q/k/v ->
+// rope -> KV write -> paged attention -> o_proj -> add+RMSNorm -> SwiGLU MLP; then the final
+// norm and the logits of only the rows the step asks for. The collective hooks (an all-reduce
+// after the vocab-parallel embedding, after o_proj and after down_proj, and the gather of the
+// vocab-parallel logits onto rank 0) do nothing on one rank. One thread drives every rank:
+// each op is enqueued on every rank's backend before the next, so GPUs run concurrently.
 #pragma once
 
 #include <memory>
@@ -8,13 +12,14 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/tp_communicator.h"
 #include "io/model_source.h"
 #include "model/fp8_scales.h"
-#include "model/kv_cache.h"
+#include "model/kv_buffers.h"
 #include "model/llama_weights.h"
 #include "model/rope.h"
 #include "model/step.h"
-#include "model/step_upload.h"
+#include "model/tp_shard.h"
 
 namespace lancet {
 
@@ -27,72 +32,91 @@ struct LlamaModelOptions {
   bool hf_rope_rounding = true;
   // Weight conversions at load (online FP8 quantization, GGUF -> BF16 reference).
   LlamaWeightOptions weights;
-  // Replay decode steps as captured graphs on backends that have them (model/decode_graphs.h).
-  bool decode_graphs = true;
 };
 
-class DecodeGraphs;
+// One rank: its backend, what it holds of the model, and its activations.
+struct LlamaRank {
+  Backend* be = nullptr;
+  TpRankLayout layout;
+  LlamaWeights w;
+  Buffer d_cos, d_sin;  // [max_positions, rotary_dim / 2]
+  // Activations ([tokens, ...] with this rank's head / column counts; residual and proj full
+  // width), grown to the largest step seen; logits [rows, local vocab].
+  Buffer residual, hidden, q, k, v, attn, proj, gate, up, act, sel, logits;
+};
 
 class LlamaModel {
  public:
   // The source must outlive the model (weights are views into it on CPU).
   static StatusOr<std::unique_ptr<LlamaModel>> create(const ModelSource& src, Backend& backend,
                                                       const LlamaModelOptions& opts = {});
+  // N ranks, rank r on ranks[r] (not owned). comm defaults to make_tp_communicator(ranks)
+  // when there are several; one rank needs none.
+  static StatusOr<std::unique_ptr<LlamaModel>> create(const ModelSource& src, std::span<Backend* const> ranks,
+                                                      const LlamaModelOptions& opts,
+                                                      std::unique_ptr<TpCommunicator> comm = nullptr);
+  ~LlamaModel();
 
   const ModelConfig& config() const { return cfg_; }
   int64_t max_model_len() const { return max_model_len_; }
   const RopeTable& rope_table() const { return rope_; }
-  // A cache config that fits this model.
-  KvCacheConfig kv_cache_config(int64_t num_blocks, int64_t block_size = 16,
-                                DType dtype = DType::kF32) const;
+  int num_ranks() const { return static_cast<int>(ranks_.size()); }
+  Backend& backend(int rank = 0) { return *ranks_.at(rank).be; }
+  const TpRankLayout& layout(int rank) const { return ranks_.at(rank).layout; }
+  // The KV buffers that fit rank `rank` (its KV heads) for this block geometry.
+  KvBufferConfig kv_buffer_config(int rank, const KvBlockConfig& blocks, DType dtype) const;
+  // Bytes of one KV block on one rank (all layers, K and V).
+  int64_t kv_block_bytes(int32_t block_size, DType dtype) const;
 
-  // Runs one step; logits (host) get [step.num_logits_rows, vocab], rows in step order.
-  Status forward(const StepMetadata& step, PagedKvCache& cache, std::vector<float>* logits);
-  // Runs one step like forward(), then samples the rows named in `device` where they are
-  // (Backend::sample_rows; DeviceSampleRow::row numbers the step's logits rows, each at most
-  // once): tokens[i] is device[i]'s token. host_logits gets only the other rows,
-  // [num_logits_rows - device.size(), vocab], in row order. A non-empty `device` needs a
-  // backend with device sampling.
-  Status forward_sampled(const StepMetadata& step, PagedKvCache& cache, std::span<const DeviceSampleRow> device,
-                         int32_t* tokens /*[device.size()]*/, std::vector<float>* host_logits);
-
-  // The step's work enqueued on the backend (nothing waited for, nothing copied to the host):
-  // the logits of its rows land in logits_device(). Callers size the workspace first.
-  Status enqueue(const StepView& v, PagedKvCache& cache);
-  // Grows the activation buffers to num_tokens rows and logits_rows logits rows; growing
-  // drops the captured decode graphs (they point at the old buffers).
+  // Grows every rank's activations to num_tokens rows and logits_rows logits rows. Growing
+  // moves the buffers: workspace_generation() changes (captured graphs point at the old ones).
   Status ensure_workspace(int64_t num_tokens, int64_t logits_rows);
-  const float* logits_device() const { return logits_.as<float>(); }
-  Backend& backend() { return be_; }
-  // FP8 KV calibration hook (model/kv_calibration.h): while set, every step copies each
-  // layer's K (after rope) and V rows to the host and folds their absmax into the observer.
-  // Null (the default) costs one pointer test per layer.
+  uint64_t workspace_generation() const { return ws_generation_; }
+  // The step's work enqueued on every rank (nothing waited for, nothing copied to the host):
+  // views[r] and kv[r] are rank r's. Each rank's logits land in its own vocab slice; callers
+  // size the workspace first and check the step (positions, ids, KV scales).
+  Status enqueue(std::span<const StepView> views, std::span<KvBuffers* const> kv);
+  // The vocab slices of the first `rows` logits rows, gathered into logits_device() (nothing
+  // to do on one rank). Waits for every rank (also with no rows).
+  Status gather_logits(int64_t rows);
+  const float* logits_device() const;  // [rows, vocab] on rank 0's backend
+
+  // FP8 KV calibration hook (runner/kv_calibration.h): while set, every step copies each
+  // layer's K (after rope) and V rows to the host and folds their absmax into the observer
+  // (every rank's heads). Null (the default) costs one pointer test per layer.
   void set_kv_observer(KvAbsmaxObserver* observer) { kv_observer_ = observer; }
   // Static activation scale and second-moment calibration (model/fp8_scales.h): while set,
   // every step copies the inputs of each layer's linear projections to the host and hands
   // them to the observer.
   void set_activation_observer(LinearInputObserver* observer) { act_observer_ = observer; }
-  ~LlamaModel();
+  bool observing() const { return kv_observer_ || act_observer_; }  // steps must then run eagerly
 
  private:
-  explicit LlamaModel(Backend& be);
-  // Checks the step and enqueues it (replaying a decode graph where one fits); its logits
-  // rows [0, num_logits_rows) are in logits_device() once the queued work is done.
-  Status enqueue_step(const StepMetadata& step, PagedKvCache& cache);
+  LlamaModel() = default;
+  Status load(const ModelSource& src, std::span<Backend* const> ranks, const LlamaModelOptions& opts);
+  Status select(LlamaRank& rk);  // makes rk's device current (several ranks only)
+  // The collective hook: member[0, n) summed over ranks in place; nothing on one rank.
+  Status all_reduce(Buffer LlamaRank::*member, int64_t n);
+  Status attention(LlamaRank& rk, int64_t layer, const StepView& v, const KvBuffers& kv);
+  Status mlp(LlamaRank& rk, int64_t layer, int64_t num_tokens);
+  Status final_logits(LlamaRank& rk, const StepView& v);
+  Status observe_input(LlamaRank& rk, int64_t layer, LinearInput which, const float* x /*[rows, cols]*/, int64_t rows,
+                       int64_t cols);
+  Status observe_kv(LlamaRank& rk, int64_t layer, int64_t num_tokens);
 
-  Backend& be_;
   ModelConfig cfg_;
-  LlamaWeights w_;
   RopeTable rope_;
-  Buffer d_cos_, d_sin_;
   int64_t max_model_len_ = 0;
-  // Activations, grown to the largest step seen.
+  std::vector<LlamaRank> ranks_;
+  std::vector<Backend*> backends_;
+  std::unique_ptr<TpCommunicator> comm_;  // null on one rank
   int64_t ws_tokens_ = 0, ws_rows_ = 0;
-  Buffer residual_, hidden_, q_, k_, v_, attn_, proj_, gate_, up_, act_, sel_, logits_;
-  std::unique_ptr<DecodeGraphs> graphs_;  // null when disabled or unsupported
-  StepUploader uploader_;                 // the metadata of steps that run eagerly
-  KvAbsmaxObserver* kv_observer_ = nullptr;  // calibration only
-  LinearInputObserver* act_observer_ = nullptr;  // likewise
+  uint64_t ws_generation_ = 0;
+  Buffer gathered_;                 // [ws_rows, vocab] on rank 0 (several ranks only)
+  std::vector<float> host_logits_;  // the gather's staging
+  std::vector<float*> reduce_ptrs_;
+  KvAbsmaxObserver* kv_observer_ = nullptr;           // calibration only
+  LinearInputObserver* act_observer_ = nullptr;     // likewise
 };
 
 }  // namespace lancet

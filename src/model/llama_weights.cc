@@ -15,6 +15,7 @@ struct Loader {
   const ModelSource& src;
   Backend& be;
   const LlamaWeightOptions& opts;
+  const TpRankLayout& layout;
   std::vector<std::shared_ptr<const void>>* owned;
 
   // Keeps a converted copy alive for as long as the weights and returns a view of it.
@@ -24,7 +25,33 @@ struct Loader {
     return p->view();
   }
 
-  StatusOr<WeightMatrix> matrix(const std::string& name, int64_t rows, int64_t cols) {
+  // The rank's rows or columns of the (converted) weight and of its per-row scales; nothing
+  // when the rank holds the whole tensor. zero_row: one more row of zeros (the embedding).
+  Status shard(const std::string& name, int64_t rows, int64_t cols, bool zero_row, TensorView* w, TensorView* scale,
+               WeightSpec* spec) {
+    const TpSlice sl = tp_slice_of(name, src.config(), layout);
+    const bool by_rows = sl.split == TpSplit::kRows && sl.count < rows;
+    const bool by_cols = sl.split == TpSplit::kCols && sl.count < cols;
+    if (!by_rows && !by_cols) return OkStatus();
+    auto part = by_rows ? tp_slice_rows(*spec->tensor, sl.begin, sl.count, name)
+                        : tp_slice_cols(*spec->tensor, sl.begin, sl.count, name);
+    if (!part.ok()) return part.status().with_context(src.path());
+    if (zero_row) {
+      part->shape[0] += 1;
+      part->bytes.resize(part->bytes.size() + static_cast<size_t>(cols) * dtype_info(part->dtype).block_bytes, 0);
+    }
+    *w = keep(std::move(*part));
+    spec->tensor = w;
+    if (by_rows && spec->scale && spec->scale->numel() > 1) {
+      auto s = tp_slice_scale_rows(*spec->scale, sl.begin, sl.count, name + " scale");
+      if (!s.ok()) return s.status().with_context(src.path());
+      *scale = keep(std::move(*s));
+      spec->scale = scale;
+    }
+    return OkStatus();
+  }
+
+  StatusOr<WeightMatrix> matrix(const std::string& name, int64_t rows, int64_t cols, bool zero_row = false) {
     const TensorView* t = src.find(name);
     if (!t) return NotFound(src.path() + ": missing tensor " + name);
     if (t->shape.size() != 2 || t->shape[0] != rows || t->shape[1] != cols)
@@ -57,6 +84,8 @@ struct Loader {
       converted = keep(std::move(*b));
       spec.tensor = &converted;
     }
+    TensorView part, part_scale;
+    RETURN_IF_ERROR(shard(name, rows, cols, zero_row, &part, &part_scale, &spec));
     ASSIGN_OR_RETURN(WeightMatrix w, be.upload_weight(spec));
     w.fp8_activations = opts.fp8_activations && fp8_quantizes_tensor(name);
     return w;
@@ -74,18 +103,22 @@ struct Loader {
 
 }  // namespace
 
-StatusOr<LlamaWeights> load_llama_weights(const ModelSource& src, Backend& be, const LlamaWeightOptions& opts) {
+StatusOr<LlamaWeights> load_llama_weights(const ModelSource& src, Backend& be, const LlamaWeightOptions& opts,
+                                          const TpRankLayout& layout) {
   const ModelConfig& c = src.config();
   RETURN_IF_ERROR(c.validate());
   if (c.attention_bias || c.mlp_bias) return Unimplemented(src.path() + ": attention/mlp biases are not supported");
   const int64_t H = c.hidden_size, I = c.intermediate_size, D = c.head_dim;
   const int64_t q_dim = c.num_heads * D, kv_dim = c.num_kv_heads * D;
   LlamaWeights w;
-  Loader ld{src, be, opts, &w.owned};
-  ASSIGN_OR_RETURN(w.embed, ld.matrix("model.embed_tokens.weight", c.vocab_size, H));
+  Loader ld{src, be, opts, layout, &w.owned};
+  const bool split_vocab = layout.vocab < c.vocab_size;
+  ASSIGN_OR_RETURN(w.embed, ld.matrix("model.embed_tokens.weight", c.vocab_size, H, split_vocab));
   if (src.find("lm_head.weight") && !c.tie_word_embeddings) {
     ASSIGN_OR_RETURN(w.lm_head, ld.matrix("lm_head.weight", c.vocab_size, H));
-  } else if (c.tie_word_embeddings || !src.find("lm_head.weight")) {
+  } else if (split_vocab) {
+    ASSIGN_OR_RETURN(w.lm_head, ld.matrix("model.embed_tokens.weight", c.vocab_size, H));  // tied, no zero row
+  } else {
     w.lm_head = w.embed;  // tied (GGUF files omit output.weight when tied)
   }
   ASSIGN_OR_RETURN(w.final_norm, ld.vec("model.norm.weight", H));

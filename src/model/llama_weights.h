@@ -2,6 +2,8 @@
 // ModelSource and handed to the backend once (zero-copy on CPU, so the source must outlive
 // the weights). Optionally converts weights while loading: online FP8 quantization
 // (`--quantization fp8`) and GGUF blocks -> BF16 (the high-precision reference of a GGUF model).
+// Under tensor parallelism each rank loads its shard (model/tp_shard.h): the same conversions
+// on the full tensor first, then the rank's rows or columns (FP8 scales with their rows).
 #pragma once
 
 #include <memory>
@@ -11,6 +13,7 @@
 #include "backend/backend.h"
 #include "io/model_source.h"
 #include "quant/fp8_gptq.h"
+#include "model/tp_shard.h"
 
 namespace lancet {
 
@@ -40,8 +43,10 @@ struct LlamaWeightOptions {
 };
 
 struct LlamaWeights {
-  WeightMatrix embed;    // [vocab, hidden]
-  WeightMatrix lm_head;  // [vocab, hidden] (the embedding when tied)
+  // [vocab, hidden]; a rank of several holds its vocab rows plus one zero row, which the ids
+  // of other ranks read (their share of the all-reduce after the embedding is then 0).
+  WeightMatrix embed;
+  WeightMatrix lm_head;  // [local vocab, hidden] (the embedding when tied on one rank)
   Buffer final_norm;     // [hidden] f32
   std::vector<LlamaLayerWeights> layers;
   std::vector<float> rope_freq_factors;  // GGUF rope_freqs ([head_dim / 2]) or empty
@@ -49,8 +54,9 @@ struct LlamaWeights {
   std::vector<std::shared_ptr<const void>> owned;
 };
 
-// Checks every shape against the config; errors name the tensor.
-StatusOr<LlamaWeights> load_llama_weights(const ModelSource& src, Backend& backend,
-                                          const LlamaWeightOptions& opts = {});
+// Checks every shape against the config; errors name the tensor. `layout` is what this rank
+// holds (tp_rank_layout(cfg, {0, 1}) for the whole model: nothing is sliced then).
+StatusOr<LlamaWeights> load_llama_weights(const ModelSource& src, Backend& backend, const LlamaWeightOptions& opts,
+                                          const TpRankLayout& layout);
 
 }  // namespace lancet

@@ -29,6 +29,77 @@ std::vector<float> default_inv_freq(double base, int64_t dim) {
   return p;
 }
 
+// Llama 3 scaling: long wavelengths divided by factor, short ones kept, a smooth ramp between.
+StatusOr<RopeInvFreq> llama3_inv_freq(const ModelConfig& cfg, const RopeScaling& rs, int64_t dim) {
+  RopeInvFreq out;
+  if (!(rs.factor > 0) || rs.original_max_position_embeddings <= 0 ||
+      !(rs.high_freq_factor > rs.low_freq_factor))
+    return InvalidArgument("rope: llama3 scaling needs factor, original_max_position_embeddings and "
+                           "high_freq_factor > low_freq_factor");
+  const std::vector<float> inv = default_inv_freq(cfg.rope_theta, dim);
+  const float factor = f(rs.factor);
+  const double old_ctx = static_cast<double>(rs.original_max_position_embeddings);
+  const float low_wavelen = f(old_ctx / rs.low_freq_factor);
+  const float high_wavelen = f(old_ctx / rs.high_freq_factor);
+  out.inv_freq.resize(inv.size());
+  for (size_t i = 0; i < inv.size(); ++i) {
+    const float wavelen = (1.0f / inv[i]) * f(2 * M_PI);
+    float v = wavelen > low_wavelen ? inv[i] / factor : inv[i];
+    const bool medium = !(wavelen < high_wavelen) && !(wavelen > low_wavelen);
+    if (medium) {
+      const float smooth = ((1.0f / wavelen) * f(old_ctx) - f(rs.low_freq_factor)) /
+                           f(rs.high_freq_factor - rs.low_freq_factor);
+      v = ((1.0f - smooth) * v) / factor + smooth * v;
+    }
+    out.inv_freq[i] = v;
+  }
+  return out;
+}
+
+// YaRN: interpolation and extrapolation blended by a linear ramp over the dimensions, and the
+// attention factor.
+StatusOr<RopeInvFreq> yarn_inv_freq(const ModelConfig& cfg, const RopeScaling& rs, int64_t dim) {
+  RopeInvFreq out;
+  if (!(rs.factor > 0)) return InvalidArgument("rope: yarn scaling needs factor > 0");
+  const double factor = rs.factor;
+  const int64_t orig = rs.original_max_position_embeddings > 0 ? rs.original_max_position_embeddings
+                                                               : cfg.max_position_embeddings;
+  if (orig <= 0) return InvalidArgument("rope: yarn needs original_max_position_embeddings");
+  auto get_mscale = [](double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; };
+  double attn = rs.attention_factor;
+  if (attn <= 0) {
+    attn = (rs.mscale != 0 && rs.mscale_all_dim != 0)
+               ? get_mscale(factor, rs.mscale) / get_mscale(factor, rs.mscale_all_dim)
+               : get_mscale(factor, 1.0);
+  }
+  const double beta_fast = rs.beta_fast != 0 ? rs.beta_fast : 32.0;
+  const double beta_slow = rs.beta_slow != 0 ? rs.beta_slow : 1.0;
+  const double base = cfg.rope_theta;
+  auto correction_dim = [&](double rot) {
+    return (dim * std::log(orig / (rot * 2 * M_PI))) / (2 * std::log(base));
+  };
+  double low = correction_dim(beta_fast), high = correction_dim(beta_slow);
+  if (rs.truncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  low = std::max(low, 0.0);
+  high = std::min(high, static_cast<double>(dim - 1));
+  if (low == high) high += 0.001;  // HF: prevent a zero-width ramp
+  const std::vector<float> pf = pos_freqs(base, dim);
+  out.inv_freq.resize(pf.size());
+  for (size_t i = 0; i < pf.size(); ++i) {
+    const float extrap = 1.0f / pf[i];
+    const float interp = 1.0f / (f(factor) * pf[i]);
+    float ramp = (static_cast<float>(i) - f(low)) / f(high - low);
+    ramp = std::min(1.0f, std::max(0.0f, ramp));
+    const float extrap_factor = 1.0f - ramp;
+    out.inv_freq[i] = interp * (1.0f - extrap_factor) + extrap * extrap_factor;
+  }
+  out.attention_factor = f(attn);
+  return out;
+}
+
 }  // namespace
 
 StatusOr<RopeInvFreq> compute_rope_inv_freq(const ModelConfig& cfg, int64_t seq_len,
@@ -68,70 +139,10 @@ StatusOr<RopeInvFreq> compute_rope_inv_freq(const ModelConfig& cfg, int64_t seq_
       out.inv_freq = default_inv_freq(base, dim);
       return out;
     }
-    case RopeType::kLlama3: {
-      if (!(rs.factor > 0) || rs.original_max_position_embeddings <= 0 ||
-          !(rs.high_freq_factor > rs.low_freq_factor))
-        return InvalidArgument("rope: llama3 scaling needs factor, original_max_position_embeddings and "
-                               "high_freq_factor > low_freq_factor");
-      const std::vector<float> inv = default_inv_freq(cfg.rope_theta, dim);
-      const float factor = f(rs.factor);
-      const double old_ctx = static_cast<double>(rs.original_max_position_embeddings);
-      const float low_wavelen = f(old_ctx / rs.low_freq_factor);
-      const float high_wavelen = f(old_ctx / rs.high_freq_factor);
-      out.inv_freq.resize(inv.size());
-      for (size_t i = 0; i < inv.size(); ++i) {
-        const float wavelen = (1.0f / inv[i]) * f(2 * M_PI);
-        float v = wavelen > low_wavelen ? inv[i] / factor : inv[i];
-        const bool medium = !(wavelen < high_wavelen) && !(wavelen > low_wavelen);
-        if (medium) {
-          const float smooth = ((1.0f / wavelen) * f(old_ctx) - f(rs.low_freq_factor)) /
-                               f(rs.high_freq_factor - rs.low_freq_factor);
-          v = ((1.0f - smooth) * v) / factor + smooth * v;
-        }
-        out.inv_freq[i] = v;
-      }
-      return out;
-    }
-    case RopeType::kYarn: {
-      if (!(rs.factor > 0)) return InvalidArgument("rope: yarn scaling needs factor > 0");
-      const double factor = rs.factor;
-      const int64_t orig = rs.original_max_position_embeddings > 0 ? rs.original_max_position_embeddings
-                                                                   : cfg.max_position_embeddings;
-      if (orig <= 0) return InvalidArgument("rope: yarn needs original_max_position_embeddings");
-      auto get_mscale = [](double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; };
-      double attn = rs.attention_factor;
-      if (attn <= 0) {
-        attn = (rs.mscale != 0 && rs.mscale_all_dim != 0)
-                   ? get_mscale(factor, rs.mscale) / get_mscale(factor, rs.mscale_all_dim)
-                   : get_mscale(factor, 1.0);
-      }
-      const double beta_fast = rs.beta_fast != 0 ? rs.beta_fast : 32.0;
-      const double beta_slow = rs.beta_slow != 0 ? rs.beta_slow : 1.0;
-      const double base = cfg.rope_theta;
-      auto correction_dim = [&](double rot) {
-        return (dim * std::log(orig / (rot * 2 * M_PI))) / (2 * std::log(base));
-      };
-      double low = correction_dim(beta_fast), high = correction_dim(beta_slow);
-      if (rs.truncate) {
-        low = std::floor(low);
-        high = std::ceil(high);
-      }
-      low = std::max(low, 0.0);
-      high = std::min(high, static_cast<double>(dim - 1));
-      if (low == high) high += 0.001;  // HF: prevent a zero-width ramp
-      const std::vector<float> pf = pos_freqs(base, dim);
-      out.inv_freq.resize(pf.size());
-      for (size_t i = 0; i < pf.size(); ++i) {
-        const float extrap = 1.0f / pf[i];
-        const float interp = 1.0f / (f(factor) * pf[i]);
-        float ramp = (static_cast<float>(i) - f(low)) / f(high - low);
-        ramp = std::min(1.0f, std::max(0.0f, ramp));
-        const float extrap_factor = 1.0f - ramp;
-        out.inv_freq[i] = interp * (1.0f - extrap_factor) + extrap * extrap_factor;
-      }
-      out.attention_factor = f(attn);
-      return out;
-    }
+    case RopeType::kLlama3:
+      return llama3_inv_freq(cfg, rs, dim);
+    case RopeType::kYarn:
+      return yarn_inv_freq(cfg, rs, dim);
   }
   return Unimplemented(std::string("rope: type ") + rope_type_name(rs.type));
 }

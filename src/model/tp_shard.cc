@@ -17,14 +17,15 @@ Status not_divisible(const char* field, int64_t value, int size) {
                          ") is not divisible by the tensor-parallel size " + std::to_string(size));
 }
 
-// Only plain float storage is sliced: a column slice of a GGUF block row would cut blocks.
+// Only plain element storage is sliced: a column slice of a GGUF block row would cut blocks.
 Status check_2d_float(const TensorView& t, const std::string& name) {
   if (t.shape.size() != 2)
     return InvalidArgument("tensor parallel: " + name + " has shape " + shape_to_string(t.shape) +
                            ", expected a 2-D tensor");
-  if (t.dtype != DType::kF32 && t.dtype != DType::kF16 && t.dtype != DType::kBF16)
+  if (t.dtype != DType::kF32 && t.dtype != DType::kF16 && t.dtype != DType::kBF16 && t.dtype != DType::kF8E4M3 &&
+      t.dtype != DType::kF8E5M2)
     return Unimplemented("tensor parallel: " + name + " is " + dtype_name(t.dtype) +
-                         "; only F32/F16/BF16 tensors can be sharded");
+                         "; only F32/F16/BF16/FP8 tensors can be sharded");
   const uint64_t need = static_cast<uint64_t>(t.numel()) * dtype_info(t.dtype).block_bytes;
   if (t.nbytes < need || t.data == nullptr)
     return InvalidArgument("tensor parallel: " + name + " holds fewer bytes than its shape needs");
@@ -74,13 +75,13 @@ StatusOr<TpRankLayout> tp_rank_layout(const ModelConfig& cfg, const TpShardSpec&
   return l;
 }
 
-StatusOr<TpOwnedTensor> tp_slice_rows(const TensorView& t, int64_t begin, int64_t count, const std::string& name) {
+StatusOr<OwnedTensor> tp_slice_rows(const TensorView& t, int64_t begin, int64_t count, const std::string& name) {
   RETURN_IF_ERROR(check_2d_float(t, name));
   if (begin < 0 || count < 0 || begin + count > t.shape[0])
     return OutOfRange("tensor parallel: rows [" + std::to_string(begin) + ", " + std::to_string(begin + count) +
                       ") outside " + name + " " + shape_to_string(t.shape));
   const size_t row_bytes = static_cast<size_t>(t.shape[1]) * dtype_info(t.dtype).block_bytes;
-  TpOwnedTensor o;
+  OwnedTensor o;
   o.dtype = t.dtype;
   o.shape = {count, t.shape[1]};
   o.bytes.resize(row_bytes * count);
@@ -88,14 +89,14 @@ StatusOr<TpOwnedTensor> tp_slice_rows(const TensorView& t, int64_t begin, int64_
   return o;
 }
 
-StatusOr<TpOwnedTensor> tp_slice_cols(const TensorView& t, int64_t begin, int64_t count, const std::string& name) {
+StatusOr<OwnedTensor> tp_slice_cols(const TensorView& t, int64_t begin, int64_t count, const std::string& name) {
   RETURN_IF_ERROR(check_2d_float(t, name));
   if (begin < 0 || count < 0 || begin + count > t.shape[1])
     return OutOfRange("tensor parallel: columns [" + std::to_string(begin) + ", " +
                       std::to_string(begin + count) + ") outside " + name + " " + shape_to_string(t.shape));
   const size_t es = dtype_info(t.dtype).block_bytes;
   const size_t src_row = static_cast<size_t>(t.shape[1]) * es, dst_row = static_cast<size_t>(count) * es;
-  TpOwnedTensor o;
+  OwnedTensor o;
   o.dtype = t.dtype;
   o.shape = {t.shape[0], count};
   o.bytes.resize(dst_row * t.shape[0]);
@@ -104,43 +105,36 @@ StatusOr<TpOwnedTensor> tp_slice_cols(const TensorView& t, int64_t begin, int64_
   return o;
 }
 
-TpSplit tp_split_of(const std::string& n) {
-  if (ends_with(n, "q_proj.weight") || ends_with(n, "k_proj.weight") || ends_with(n, "v_proj.weight") ||
-      ends_with(n, "gate_proj.weight") || ends_with(n, "up_proj.weight") || n == "model.embed_tokens.weight" ||
-      n == "lm_head.weight")
-    return TpSplit::kRows;
-  if (ends_with(n, "o_proj.weight") || ends_with(n, "down_proj.weight")) return TpSplit::kCols;
-  return TpSplit::kReplicated;
+TpSlice tp_slice_of(const std::string& n, const ModelConfig& c, const TpRankLayout& l) {
+  const int64_t D = c.head_dim;
+  if (ends_with(n, "q_proj.weight")) return {TpSplit::kRows, l.head_begin * D, l.num_heads * D};
+  if (ends_with(n, "k_proj.weight") || ends_with(n, "v_proj.weight"))
+    return {TpSplit::kRows, l.kv_head_begin * D, l.num_kv_heads * D};
+  if (ends_with(n, "gate_proj.weight") || ends_with(n, "up_proj.weight"))
+    return {TpSplit::kRows, l.intermediate_begin, l.intermediate};
+  if (n == "model.embed_tokens.weight" || n == "lm_head.weight") return {TpSplit::kRows, l.vocab_begin, l.vocab};
+  if (ends_with(n, "o_proj.weight")) return {TpSplit::kCols, l.head_begin * D, l.num_heads * D};
+  if (ends_with(n, "down_proj.weight")) return {TpSplit::kCols, l.intermediate_begin, l.intermediate};
+  return {};
 }
 
-StatusOr<TpOwnedTensor> tp_shard_tensor(const ModelSource& src, const std::string& n, const TpRankLayout& l) {
-  const ModelConfig& c = src.config();
-  const TensorView* t = src.find(n);
-  if (!t) return NotFound(src.path() + ": missing tensor " + n);
-  const int64_t H = c.hidden_size, D = c.head_dim, I = c.intermediate_size;
-  int64_t rows = 0, cols = 0, begin = 0, count = 0;
-  bool by_rows = true;
-  if (ends_with(n, "q_proj.weight")) {
-    rows = c.num_heads * D, cols = H, begin = l.head_begin * D, count = l.num_heads * D;
-  } else if (ends_with(n, "k_proj.weight") || ends_with(n, "v_proj.weight")) {
-    rows = c.num_kv_heads * D, cols = H, begin = l.kv_head_begin * D, count = l.num_kv_heads * D;
-  } else if (ends_with(n, "gate_proj.weight") || ends_with(n, "up_proj.weight")) {
-    rows = I, cols = H, begin = l.intermediate_begin, count = l.intermediate;
-  } else if (n == "model.embed_tokens.weight" || n == "lm_head.weight") {
-    rows = c.vocab_size, cols = H, begin = l.vocab_begin, count = l.vocab;
-  } else if (ends_with(n, "o_proj.weight")) {
-    rows = H, cols = c.num_heads * D, begin = l.head_begin * D, count = l.num_heads * D, by_rows = false;
-  } else if (ends_with(n, "down_proj.weight")) {
-    rows = H, cols = I, begin = l.intermediate_begin, count = l.intermediate, by_rows = false;
-  } else {
-    return InvalidArgument("tensor parallel: " + n + " is not a sharded tensor (norms are replicated)");
-  }
-  if (t->shape.size() != 2 || t->shape[0] != rows || t->shape[1] != cols)
-    return InvalidArgument(src.path() + ": tensor " + n + " has shape " + shape_to_string(t->shape) +
-                           ", expected [" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
-  auto r = by_rows ? tp_slice_rows(*t, begin, count, n) : tp_slice_cols(*t, begin, count, n);
-  if (!r.ok()) return r.status().with_context(src.path());
-  return r;
+StatusOr<OwnedTensor> tp_slice_scale_rows(const TensorView& t, int64_t begin, int64_t count, const std::string& name) {
+  const int64_t rows = t.shape.empty() ? 1 : t.shape[0];
+  if ((t.dtype != DType::kF32 && t.dtype != DType::kBF16) || t.numel() != rows)
+    return InvalidArgument("tensor parallel: " + name + " must be a per-row f32/bf16 scale, got " +
+                           dtype_name(t.dtype) + " " + shape_to_string(t.shape));
+  if (begin < 0 || count < 0 || begin + count > rows)
+    return OutOfRange("tensor parallel: rows [" + std::to_string(begin) + ", " + std::to_string(begin + count) +
+                      ") outside " + name + " " + shape_to_string(t.shape));
+  const size_t es = dtype_info(t.dtype).block_bytes;
+  if (t.nbytes < es * static_cast<size_t>(rows) || t.data == nullptr)
+    return InvalidArgument("tensor parallel: " + name + " holds fewer bytes than its shape needs");
+  OwnedTensor o;
+  o.dtype = t.dtype;
+  o.shape = t.shape.size() == 2 ? std::vector<int64_t>{count, 1} : std::vector<int64_t>{count};
+  o.bytes.resize(es * count);
+  if (count) std::memcpy(o.bytes.data(), static_cast<const uint8_t*>(t.data) + es * begin, o.bytes.size());
+  return o;
 }
 
 }  // namespace lancet

@@ -4,7 +4,10 @@
 // columns; partial outputs are summed by an all-reduce), vocab-parallel embedding and lm_head
 // (rows of the vocabulary). Norm weights are replicated. When N exceeds num_kv_heads, each KV
 // head is replicated on the N / num_kv_heads ranks whose query heads read it (as vLLM does).
-// Slices are host copies in the source dtype (F32/F16/BF16 sources only).
+// Slices are host copies in the tensor's dtype (F32/F16/BF16 and FP8; not GGUF blocks). FP8
+// weights are sliced after quantization, with their per-output-channel scales: a rank that
+// holds some rows holds their scales; a rank that holds some columns keeps every row's scale,
+// so every rank dequantizes exactly as one rank does.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +18,7 @@
 #include "core/tensor.h"
 #include "io/model_config.h"
 #include "io/model_source.h"
+#include "quant/fp8_weights.h"
 
 namespace lancet {
 
@@ -41,31 +45,27 @@ Status validate_tp_config(const ModelConfig& cfg, int size);
 
 StatusOr<TpRankLayout> tp_rank_layout(const ModelConfig& cfg, const TpShardSpec& spec);
 
-// A host tensor that owns its bytes.
-struct TpOwnedTensor {
-  DType dtype = DType::kF32;
-  std::vector<int64_t> shape;
-  std::vector<uint8_t> bytes;
-  TensorView view() const { return TensorView{dtype, shape, bytes.data(), bytes.size()}; }
-};
-
 // Rows [begin, begin + count) of a 2-D tensor [rows, cols]; `name` labels errors.
-StatusOr<TpOwnedTensor> tp_slice_rows(const TensorView& t, int64_t begin, int64_t count,
+StatusOr<OwnedTensor> tp_slice_rows(const TensorView& t, int64_t begin, int64_t count,
                                       const std::string& name);
 // Columns [begin, begin + count) of every row of a 2-D tensor [rows, cols].
-StatusOr<TpOwnedTensor> tp_slice_cols(const TensorView& t, int64_t begin, int64_t count,
+StatusOr<OwnedTensor> tp_slice_cols(const TensorView& t, int64_t begin, int64_t count,
                                       const std::string& name);
 
-// How the scheme splits one HF tensor.
+// How the scheme splits one HF tensor: which rows (kRows) or columns (kCols) of the full
+// [rows, cols] matrix this rank holds. count == the full extent when the rank holds it whole.
 enum class TpSplit { kReplicated, kRows, kCols };
+struct TpSlice {
+  TpSplit split = TpSplit::kReplicated;
+  int64_t begin = 0;
+  int64_t count = 0;
+};
+// The slice of the HF matrix `hf_name` (q/k/v/o, gate/up/down, embed_tokens, lm_head) that
+// `layout` owns; kReplicated for any other name.
+TpSlice tp_slice_of(const std::string& hf_name, const ModelConfig& cfg, const TpRankLayout& layout);
 
-// The rank's slice of the HF tensor `hf_name` ("model.layers.3.mlp.down_proj.weight",
-// "model.embed_tokens.weight", "lm_head.weight", norms), with its full shape checked
-// against the config first. Tied lm_head: pass "model.embed_tokens.weight" for it.
-StatusOr<TpOwnedTensor> tp_shard_tensor(const ModelSource& src, const std::string& hf_name,
-                                        const TpRankLayout& layout);
-
-// Which split tp_shard_tensor applies to hf_name.
-TpSplit tp_split_of(const std::string& hf_name);
+// Rows [begin, begin + count) of a per-row scale tensor ([rows] or [rows, 1], f32/bf16).
+StatusOr<OwnedTensor> tp_slice_scale_rows(const TensorView& scale, int64_t begin, int64_t count,
+                                          const std::string& name);
 
 }  // namespace lancet

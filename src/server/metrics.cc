@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <charconv>
 
-#include "model/kv_calibration.h"
+#include "runner/kv_calibration.h"
 
 namespace lancet::server {
 namespace {

@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/sampling_params.h"
+#include "runner/sampling_params.h"
 #include "server/api_error.h"
 
 namespace lancet::server {

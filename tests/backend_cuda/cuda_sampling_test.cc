@@ -1,4 +1,4 @@
-// Device sampling (sampling.cu) against the CPU sampler (engine/sampler.h), which nobody
+// Device sampling (sampling.cu) against the CPU sampler (runner/sampler.h), which nobody
 // tuned to the kernel: on random logits of odd vocabulary sizes, for greedy and a grid of
 // temperature / top-k / top-p / min-p, the GPU token equals draw_token's with the same seed
 // and counter on every greedy row and on >= 99% of the others (a difference needs the uniform
@@ -14,8 +14,8 @@
 #include "cuda_test_util.h"
 #include "engine/engine.h"
 #include "engine/engine_run_util.h"
-#include "engine/llama_executor.h"
-#include "engine/sampler.h"
+#include "runner/llama_executor.h"
+#include "runner/sampler.h"
 #include "io/model_source.h"
 #include "test_paths.h"
 
@@ -231,9 +231,9 @@ TEST(CudaSampling, EngineOnTinyModelMatchesHostSampling) {
   ASSERT_TRUE(src.ok()) << src.status().to_string();
   auto model = LlamaModel::create(**src, *g);
   ASSERT_TRUE(model.ok()) << model.status().to_string();
-  auto cache = PagedKvCache::create(*g, (*model)->kv_cache_config(512, 16));
-  ASSERT_TRUE(cache.ok()) << cache.status().to_string();
-  LlamaExecutor exec(*g, **model, **cache);
+  auto executor = LlamaExecutor::create(**model, KvBlockConfig{512, 16});
+  ASSERT_TRUE(executor.ok()) << executor.status().to_string();
+  LlamaExecutor& exec = **executor;
   ASSERT_TRUE(exec.supports_device_sampling());
   std::mt19937 r(17);
   std::vector<GenerationRequest> reqs;

@@ -13,7 +13,7 @@
 #include <set>
 
 #include "engine/engine_run_util.h"
-#include "engine/llama_executor.h"
+#include "runner/llama_executor.h"
 #include "io/model_source.h"
 #include "test_paths.h"
 
@@ -273,7 +273,7 @@ TEST(DeviceSampling, SpeculativeVerificationRowsGetHostLogits) {
 }
 
 // The CPU backend with "device" sampling: sample_rows runs the CPU reference on the rows
-// where they are (CPU backend memory is host memory), so LlamaModel::forward_sampled and
+// where they are (CPU backend memory is host memory), so
 // LlamaExecutor::execute_sampled run for real: device rows sampled in place, only the other
 // rows copied out, packed.
 class SamplingCpuBackend : public Backend {
@@ -352,9 +352,9 @@ TEST(DeviceSampling, LlamaModelSamplesInPlaceAndCopiesOnlyHostRows) {
   ASSERT_TRUE(src.ok()) << src.status().to_string();
   auto model = LlamaModel::create(**src, be);
   ASSERT_TRUE(model.ok()) << model.status().to_string();
-  auto cache = PagedKvCache::create(be, (*model)->kv_cache_config(256, 16));
-  ASSERT_TRUE(cache.ok()) << cache.status().to_string();
-  LlamaExecutor exec(be, **model, **cache);
+  auto executor = LlamaExecutor::create(**model, KvBlockConfig{256, 16});
+  ASSERT_TRUE(executor.ok()) << executor.status().to_string();
+  LlamaExecutor& exec = **executor;
   ASSERT_TRUE(exec.supports_device_sampling());
   std::mt19937 r(23);
   std::vector<GenerationRequest> reqs;

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "engine/engine.h"
-#include "engine/model_executor.h"
+#include "runner/model_executor.h"
 
 namespace lancet::testing {
 

@@ -19,7 +19,7 @@ struct Harness {
   uint64_t arrivals = 0;
 
   Harness(int64_t blocks, int32_t bs, SchedulerConfig cfg, bool prefix = true)
-      : kv(BlockManagerConfig{blocks, bs, prefix, kv_cache_salt("m", "f32", "")}), sched(cfg, &kv) {}
+      : kv(BlockManagerConfig{{blocks, bs}, prefix, kv_cache_salt("m", "f32", "")}), sched(cfg, &kv) {}
 
   Sequence* add(std::vector<int32_t> prompt, int32_t max_tokens, int32_t priority = 0) {
     auto s = std::make_unique<Sequence>();

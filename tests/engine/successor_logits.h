@@ -5,7 +5,7 @@
 #include <span>
 #include <vector>
 
-#include "engine/model_executor.h"
+#include "runner/model_executor.h"
 
 namespace lancet::testing {
 

@@ -17,7 +17,7 @@
 #include "eval/fp8_gptq_calibration.h"
 #include "eval/precision_eval.h"
 #include "io/model_source.h"
-#include "model/kv_calibration.h"
+#include "runner/kv_calibration.h"
 #include "model/llama_model.h"
 #include "quant/fp8_weights.h"
 #include "test_paths.h"
@@ -172,7 +172,7 @@ TEST(Fp8GptqCalibration, MemoryEstimateCountsOneFactorPerLinearInput) {
   c.head_dim = 128;
   const int64_t per_layer = 3 * int64_t{4096} * 4096 + int64_t{14336} * 14336;
   EXPECT_EQ(fp8_gptq_calibration_bytes(c), (32 * per_layer + int64_t{14336} * 14336) * 4);
-  EXPECT_GT(fp8_gptq_calibration_bytes(c), int64_t{32} << 30);  // what a 24 GiB machine cannot hold
+  EXPECT_GT(fp8_gptq_calibration_bytes(c), int64_t{24} << 30);  // more than a 24 GiB machine holds
 }
 
 }  // namespace

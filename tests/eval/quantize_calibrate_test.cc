@@ -21,7 +21,7 @@
 #include "eval/golden_eval.h"
 #include "eval/precision_eval.h"
 #include "io/model_source.h"
-#include "model/kv_calibration.h"
+#include "runner/kv_calibration.h"
 #include "model/llama_model.h"
 #include "model/step.h"
 #include "quant/fp8_weights.h"
@@ -80,7 +80,7 @@ StatusOr<KvScales> in_process_scales(const ModelSource& src, const std::vector<s
   ASSIGN_OR_RETURN(auto model, LlamaModel::create(src, *be, {}));
   KvCalibrationOptions co;
   co.margin = margin;
-  return calibrate_kv_scales(*model, *be, prompts, co);
+  return calibrate_kv_scales(*model, prompts, co);
 }
 
 void expect_rel_near(float got, float want, const std::string& what) {

@@ -45,8 +45,7 @@ TEST(BlockPool, AllocateReleaseAndLruEviction) {
 }
 
 TEST(KvCacheManager, SharedPrefixIsReusedAndLastTokenAlwaysComputed) {
-  BlockManagerConfig cfg{.num_blocks = 64, .block_size = 4, .enable_prefix_caching = true,
-                    .salt = kv_cache_salt("m", "bf16", "")};
+  BlockManagerConfig cfg{{64, 4}, /*enable_prefix_caching=*/true, /*salt=*/kv_cache_salt("m", "bf16", "")};
   KvCacheManager kv(cfg);
   std::vector<int32_t> p1 = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
   EXPECT_EQ(kv.match_prefix(1, p1), 0);
@@ -84,8 +83,7 @@ TEST(KvCacheManager, SaltSeparatesModelsAndKvDtypes) {
 }
 
 TEST(KvCacheManager, PrefixCachingOffSharesNothing) {
-  BlockManagerConfig cfg{.num_blocks = 16, .block_size = 2, .enable_prefix_caching = false,
-                    .salt = kv_cache_salt("m", "bf16", "")};
+  BlockManagerConfig cfg{{16, 2}, /*enable_prefix_caching=*/false, /*salt=*/kv_cache_salt("m", "bf16", "")};
   KvCacheManager kv(cfg);
   std::vector<int32_t> p = {1, 2, 3, 4, 5};
   ASSERT_TRUE(kv.allocate(1, 5));
@@ -104,9 +102,7 @@ TEST(KvCacheManager, RandomizedSchedulesNeverLeakOrDoubleFree) {
     std::mt19937 rng(seed);
     const int32_t bs = 1 + rng() % 8;
     const int64_t nblocks = 8 + rng() % 40;
-    BlockManagerConfig cfg{.num_blocks = nblocks, .block_size = bs,
-                      .enable_prefix_caching = (rng() % 4) != 0,
-                      .salt = kv_cache_salt("m", "bf16", "")};
+    BlockManagerConfig cfg{{nblocks, bs}, /*enable_prefix_caching=*/(rng() % 4) != 0, /*salt=*/kv_cache_salt("m", "bf16", "")};
     KvCacheManager kv(cfg);
     std::vector<std::vector<int32_t>> prefixes(3);
     for (auto& p : prefixes) {

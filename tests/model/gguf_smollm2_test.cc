@@ -14,6 +14,8 @@
 #include "backend/backend.h"
 #include "io/model_source.h"
 #include "model/llama_model.h"
+#include "runner/llama_executor.h"
+#include "runner/sequence_runner.h"
 #include "test_paths.h"
 
 namespace lancet {
@@ -93,8 +95,8 @@ TEST(GgufSmolLM2, MatchesNumpyForwardOverGgufPyDequantizedWeights) {
     mo.max_model_len = 64;
     auto model = LlamaModel::create(**src, **be, mo);
     ASSERT_TRUE(model.ok()) << model.status().to_string();
-    auto cache = PagedKvCache::create(**be, (*model)->kv_cache_config(4)).value();
-    const int64_t seq = cache->add_sequence();
+    auto exec = LlamaExecutor::create(**model, KvBlockConfig{4, 16}).value();
+    SequenceRunner seq(*exec);
 
     auto compare = [&](const float* got, int64_t row) {
       double err = 0, mx = 0;
@@ -111,16 +113,12 @@ TEST(GgufSmolLM2, MatchesNumpyForwardOverGgufPyDequantizedWeights) {
       EXPECT_GE(ref[row * V + a], ref[row * V + b] - top1_slack) << "row " << row << " picks " << a;
     };
     // Prompt minus its last token in one step (all rows), then the last token as a decode step.
-    SequenceStep s{seq, ids.data(), T - 1, 0, LogitsMode::kAll, {}};
-    auto st = build_step(*cache, {s});
-    ASSERT_TRUE(st.ok());
+    std::vector<int32_t> all(static_cast<size_t>(T - 1));
+    for (int64_t r = 0; r < T - 1; ++r) all[r] = static_cast<int32_t>(r);
     std::vector<float> logits;
-    ASSERT_TRUE((*model)->forward(*st, *cache, &logits).ok());
+    ASSERT_TRUE(seq.step(std::span<const int32_t>(ids.data(), T - 1), all, &logits).ok());
     for (int64_t r = 0; r < T - 1; ++r) compare(logits.data() + r * V, r);
-    SequenceStep d{seq, ids.data() + T - 1, 1, T - 1, LogitsMode::kLast, {}};
-    auto ds = build_step(*cache, {d});
-    ASSERT_TRUE(ds.ok());
-    ASSERT_TRUE((*model)->forward(*ds, *cache, &logits).ok());
+    ASSERT_TRUE(seq.step_last(std::span<const int32_t>(ids.data() + T - 1, 1), &logits).ok());
     compare(logits.data(), T - 1);
   }
 }

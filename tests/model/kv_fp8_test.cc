@@ -15,8 +15,10 @@
 #include "backend/backend.h"
 #include "io/model_source.h"
 #include "io/safetensors.h"
-#include "model/kv_calibration.h"
+#include "runner/kv_calibration.h"
 #include "model/llama_model.h"
+#include "runner/llama_executor.h"
+#include "runner/sequence_runner.h"
 #include "model/step.h"
 #include "test_paths.h"
 
@@ -134,13 +136,13 @@ double cosine(const float* a, const float* b, int64_t n) {
 std::vector<float> all_logits(LlamaModel& model, Backend& be, const std::vector<int32_t>& ids, DType dtype,
                               const KvScales* scales) {
   const int64_t n = static_cast<int64_t>(ids.size());
-  auto cache = PagedKvCache::create(be, model.kv_cache_config((n + 15) / 16, 16, dtype)).value();
-  if (scales) EXPECT_TRUE(cache->set_scales(scales->k, scales->v).ok());
-  SequenceStep s{cache->add_sequence(), ids.data(), n, 0, LogitsMode::kAll, {}};
-  auto st = build_step(*cache, {s});
-  EXPECT_TRUE(st.ok());
+  auto exec = LlamaExecutor::create(model, KvBlockConfig{(n + 15) / 16, 16}, dtype).value();
+  if (scales) EXPECT_TRUE(exec->set_kv_scales(scales->k, scales->v).ok());
+  SequenceRunner seq(*exec);
+  std::vector<int32_t> all(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) all[i] = static_cast<int32_t>(i);
   std::vector<float> logits;
-  Status r = model.forward(*st, *cache, &logits);
+  Status r = seq.step(ids, all, &logits);
   EXPECT_TRUE(r.ok()) << r.to_string();
   return logits;
 }
@@ -149,20 +151,16 @@ std::vector<float> all_logits(LlamaModel& model, Backend& be, const std::vector<
 std::vector<int32_t> greedy(LlamaModel& model, Backend& be, const std::vector<int32_t>& prompt, int64_t steps,
                             DType dtype, const KvScales* scales) {
   const int64_t n = static_cast<int64_t>(prompt.size()), V = model.config().vocab_size;
-  auto cache = PagedKvCache::create(be, model.kv_cache_config((n + steps + 15) / 16, 16, dtype)).value();
-  if (scales) EXPECT_TRUE(cache->set_scales(scales->k, scales->v).ok());
-  const int64_t seq = cache->add_sequence();
+  auto exec = LlamaExecutor::create(model, KvBlockConfig{(n + steps + 15) / 16, 16}, dtype).value();
+  if (scales) EXPECT_TRUE(exec->set_kv_scales(scales->k, scales->v).ok());
+  SequenceRunner seq(*exec);
   std::vector<int32_t> out;
   std::vector<float> logits;
-  SequenceStep s{seq, prompt.data(), n, 0, LogitsMode::kLast, {}};
-  auto st = build_step(*cache, {s});
-  EXPECT_TRUE(st.ok() && model.forward(*st, *cache, &logits).ok());
+  EXPECT_TRUE(seq.step_last(prompt, &logits).ok());
   for (int64_t i = 0; i < steps; ++i) {
     out.push_back(static_cast<int32_t>(argmax(logits.data(), V)));
     if (i + 1 == steps) break;
-    SequenceStep d{seq, &out.back(), 1, n + i, LogitsMode::kLast, {}};
-    auto ds = build_step(*cache, {d});
-    EXPECT_TRUE(ds.ok() && model.forward(*ds, *cache, &logits).ok());
+    EXPECT_TRUE(seq.step_last(std::span<const int32_t>(&out.back(), 1), &logits).ok());
   }
   return out;
 }
@@ -181,7 +179,7 @@ TEST(KvCalibration, AbsmaxIsWhatTheCacheHolds) {
   b.erase(b.begin(), b.begin() + 150);
   KvCalibrationOptions co;
   co.margin = 1.25f;
-  auto scales = calibrate_kv_scales(**model, **be, {a, b}, co);
+  auto scales = calibrate_kv_scales(**model, {a, b}, co);
   ASSERT_TRUE(scales.ok()) << scales.status().to_string();
   ASSERT_EQ(scales->k.size(), 2u);
   ASSERT_EQ(scales->v.size(), 2u);
@@ -191,15 +189,14 @@ TEST(KvCalibration, AbsmaxIsWhatTheCacheHolds) {
   std::vector<float> kmax(2, 0.f), vmax(2, 0.f);
   for (const auto& p : {a, b}) {
     const int64_t n = static_cast<int64_t>(p.size());
-    auto cache = PagedKvCache::create(**be, (*model)->kv_cache_config((n + 15) / 16, 16, DType::kF32)).value();
-    SequenceStep s{cache->add_sequence(), p.data(), n, 0, LogitsMode::kNone, {}};
-    auto st = build_step(*cache, {s});
+    auto exec = LlamaExecutor::create(**model, KvBlockConfig{(n + 15) / 16, 16}, DType::kF32).value();
+    SequenceRunner seq(*exec);
     std::vector<float> lg;
-    ASSERT_TRUE(st.ok() && (*model)->forward(*st, *cache, &lg).ok());
+    ASSERT_TRUE(seq.step_last(p, &lg, false).ok());
     const int64_t row = 64;  // one kv head of 64
-    const auto* table = cache->block_table(s.seq).value();
+    const auto* table = &seq.block_table();
     for (int l = 0; l < 2; ++l) {
-      const KvCacheLayer& c = cache->layer(l);
+      const KvCacheLayer& c = exec->kv(0).layer(l);
       for (int64_t t = 0; t < n; ++t) {
         const int64_t slot = (*table)[t / 16] * 16 + t % 16;
         for (int64_t i = 0; i < row; ++i) {
@@ -224,20 +221,18 @@ TEST(KvCalibration, ForwardRefusesFp8CacheWithoutScales) {
   auto be = make_backend("cpu");
   auto model = LlamaModel::create(**src, **be, {});
   ASSERT_TRUE(model.ok());
-  auto cache = PagedKvCache::create(**be, (*model)->kv_cache_config(4, 16, DType::kF8E4M3)).value();
-  EXPECT_FALSE(cache->has_scales());
-  EXPECT_EQ(cache->set_scales({0.1f}, {0.1f}).code(), StatusCode::kInvalidArgument);  // one per layer
-  EXPECT_EQ(cache->set_scales({0.1f, 0.f}, {0.1f, 0.1f}).code(), StatusCode::kInvalidArgument);
+  auto exec = LlamaExecutor::create(**model, KvBlockConfig{4, 16}, DType::kF8E4M3).value();
+  EXPECT_FALSE(exec->kv(0).has_scales());
+  EXPECT_EQ(exec->set_kv_scales({0.1f}, {0.1f}).code(), StatusCode::kInvalidArgument);  // one per layer
+  EXPECT_EQ(exec->set_kv_scales({0.1f, 0.f}, {0.1f, 0.1f}).code(), StatusCode::kInvalidArgument);
   const std::vector<int32_t> ids = {1, 5, 9};
-  SequenceStep s{cache->add_sequence(), ids.data(), 3, 0, LogitsMode::kLast, {}};
-  auto st = build_step(*cache, {s});
-  ASSERT_TRUE(st.ok());
+  SequenceRunner seq(*exec);
   std::vector<float> lg;
-  EXPECT_EQ((*model)->forward(*st, *cache, &lg).code(), StatusCode::kFailedPrecondition);
-  ASSERT_TRUE(cache->set_scales({0.1f, 0.2f}, {0.3f, 0.4f}).ok());
-  EXPECT_EQ(cache->layer(1).k_scale, 0.2f);
-  EXPECT_EQ(cache->layer(1).v_scale, 0.4f);
-  EXPECT_TRUE((*model)->forward(*st, *cache, &lg).ok());
+  EXPECT_EQ(seq.step_last(ids, &lg).code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(exec->set_kv_scales({0.1f, 0.2f}, {0.3f, 0.4f}).ok());
+  EXPECT_EQ(exec->kv(0).layer(1).k_scale, 0.2f);
+  EXPECT_EQ(exec->kv(0).layer(1).v_scale, 0.4f);
+  EXPECT_TRUE(seq.step_last(ids, &lg).ok());
 }
 
 // HF golden logits (fixtures/README.md) with an FP8 cache calibrated on random token ids (the
@@ -257,7 +252,7 @@ TEST(KvFp8Fixtures, GoldenLogitsWithinFp8Tolerance) {
     auto model = LlamaModel::create(**src, **be, mo);
     ASSERT_TRUE(model.ok());
     const int64_t V = (*model)->config().vocab_size;
-    auto scales = calibrate_kv_scales(**model, **be, {kv_calibration_random_tokens(V, 400)});
+    auto scales = calibrate_kv_scales(**model, {kv_calibration_random_tokens(V, 400)});
     ASSERT_TRUE(scales.ok()) << scales.status().to_string();
     auto golden = SafetensorsFile::open(dir + "/golden.safetensors");
     ASSERT_TRUE(golden.ok());
@@ -389,7 +384,7 @@ TEST(KvFp8SmolLM2, CosineAndGreedyVsF32Kv) {
   auto model = LlamaModel::create(**src, **be, mo);
   ASSERT_TRUE(model.ok());
   const int64_t V = (*model)->config().vocab_size;
-  auto scales = calibrate_kv_scales(**model, **be, {ids[0], ids[1]});
+  auto scales = calibrate_kv_scales(**model, {ids[0], ids[1]});
   ASSERT_TRUE(scales.ok()) << scales.status().to_string();
   std::printf("  SmolLM2 calibrated: %s\n", format_kv_scales(*scales).c_str());
 

@@ -23,6 +23,8 @@
 #include "backend/backend.h"
 #include "io/model_source.h"
 #include "model/llama_model.h"
+#include "runner/llama_executor.h"
+#include "runner/sequence_runner.h"
 #include "test_paths.h"
 
 namespace lancet {
@@ -54,13 +56,10 @@ TEST(LlamaCppParity, GreedyContinuationsMatchOrDivergeAtTies) {
     const std::string name = c["name"];
     const std::vector<int32_t> prompt = c["prompt_ids"];
     const std::vector<int32_t> want = c["llamacpp_greedy"];
-    auto cache = PagedKvCache::create(**be, (*model)->kv_cache_config(16)).value();
-    const int64_t seq = cache->add_sequence();
+    auto exec = LlamaExecutor::create(**model, KvBlockConfig{16, 16}).value();
+    SequenceRunner seq(*exec);
     std::vector<float> logits;
-    auto st = build_step(*cache, {SequenceStep{seq, prompt.data(), static_cast<int64_t>(prompt.size()), 0,
-                                                     LogitsMode::kLast, {}}});
-    ASSERT_TRUE(st.ok());
-    ASSERT_TRUE((*model)->forward(*st, *cache, &logits).ok());
+    ASSERT_TRUE(seq.step_last(prompt, &logits).ok());
     // Up to the first difference our greedy tokens are llama.cpp's, so feed those.
     int64_t agree = -1;
     float gap = 0.f;
@@ -72,10 +71,8 @@ TEST(LlamaCppParity, GreedyContinuationsMatchOrDivergeAtTies) {
       }
       if (agree >= 0 || i + 1 == want.size() || want[i] == eos) break;
       const int32_t next = want[i];
-      auto ds = build_step(*cache, {SequenceStep{seq, &next, 1, static_cast<int64_t>(prompt.size() + i),
-                                                       LogitsMode::kLast, {}}});
-      ASSERT_TRUE(ds.ok());
-      ASSERT_TRUE((*model)->forward(*ds, *cache, &logits).ok());
+      ASSERT_EQ(seq.position(), static_cast<int64_t>(prompt.size() + i));
+      ASSERT_TRUE(seq.step_last(std::span<const int32_t>(&next, 1), &logits).ok());
     }
     const int64_t n = agree < 0 ? static_cast<int64_t>(want.size()) : agree;
     char line[200];

@@ -1,8 +1,9 @@
-// Tensor parallelism simulated on the CPU: a group of 2 or 4 ranks with sharded weights and
-// per-rank KV caches must reproduce the single-rank LlamaModel's logits (itself checked
+// Tensor parallelism simulated on the CPU: the same LlamaModel over 2 or 4 ranks with sharded
+// weights and per-rank KV buffers must reproduce its single-rank logits (itself checked
 // against the HF golden logits in golden_logits_test) for a 40-token prefill and 8 greedy
 // decode steps, on the HF fixtures: tied and untied heads, GQA 4:1 and 8:1 with a single KV
-// head (replicated over ranks) and 2 KV heads (split at TP=2, replicated at TP=4).
+// head (replicated over ranks) and 2 KV heads (split at TP=2, replicated at TP=4); FP8 weights
+// and the FP8 KV cache on both sides.
 // LANCET_TP_BACKEND=cuda runs the same comparisons on GPUs (rank r on GPU r, NCCL all-reduce)
 // against the single-GPU LlamaModel, both in exact activation precision: the GPU machine's check.
 #include <gtest/gtest.h>
@@ -15,8 +16,11 @@
 #include "backend/backend.h"
 #include "io/model_source.h"
 #include "model/llama_model.h"
-#include "model/tp_forward.h"
 #include "model/tp_shard.h"
+#include "runner/kv_calibration.h"
+#include "runner/llama_executor.h"
+#include "runner/rank_backends.h"
+#include "runner/sequence_runner.h"
 #include "test_paths.h"
 
 namespace lancet {
@@ -49,70 +53,96 @@ struct Agreement {
   int steps = 0;
 };
 
+// What both sides run with: FP8 weights (online quantization, per-channel scales sharded with
+// their rows) and / or an FP8 KV cache (the same per-layer scales on every rank).
+struct Variant {
+  bool fp8_weights = false;
+  bool fp8_kv = false;
+  std::string name() const {
+    return std::string(fp8_weights ? "fp8 weights" : "bf16/f32 weights") + (fp8_kv ? ", fp8 kv" : "");
+  }
+};
+
+// One side of the comparison: its ranks' backends, the model over them, the executor with
+// each rank's KV buffers, and one sequence.
+struct Side {
+  std::vector<std::unique_ptr<Backend>> backends;
+  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<LlamaExecutor> exec;
+  std::unique_ptr<SequenceRunner> seq;
+};
+
+Status make_side(const ModelSource& src, int ranks, const Variant& var, std::unique_ptr<TpCommunicator> comm,
+                 Side* side) {
+  RankBackendOptions ro;
+  ro.kind = tp_backend();
+  ro.size = ranks;
+  ro.isa = "avx2";
+  ro.precision = ActivationPrecision::kExact;
+  ASSIGN_OR_RETURN(side->backends, make_rank_backends(ro));
+  LlamaModelOptions mo;
+  mo.max_model_len = 256;
+  mo.weights.quantize_fp8 = var.fp8_weights;
+  ASSIGN_OR_RETURN(side->model, LlamaModel::create(src, rank_pointers(side->backends), mo, std::move(comm)));
+  LlamaExecutorOptions eo;
+  eo.decode_graphs = false;
+  ASSIGN_OR_RETURN(side->exec, LlamaExecutor::create(*side->model, KvBlockConfig{16, 16},
+                                                     var.fp8_kv ? DType::kF8E4M3 : DType::kF32, eo));
+  side->seq = std::make_unique<SequenceRunner>(*side->exec);
+  return OkStatus();
+}
+
+// A fixed pseudo-random prompt spanning the whole vocabulary (so every rank's slice of the
+// embedding is hit), past a block boundary.
+std::vector<int32_t> spread_prompt(int64_t V, int64_t n, uint32_t x) {
+  std::vector<int32_t> prompt(n);
+  for (int32_t& id : prompt) {
+    x = x * 1664525u + 1013904223u;
+    id = static_cast<int32_t>(3 + (x >> 8) % (V - 3));
+  }
+  return prompt;
+}
+
 // Prefill of 40 ids, then 8 greedy decode steps (the single-rank argmax fed to both).
-Agreement run_tp_vs_single_rank(const std::string& fixture, int tp, std::unique_ptr<TpCommunicator> comm = nullptr) {
+Agreement run_tp_vs_single_rank(const std::string& fixture, int tp, std::unique_ptr<TpCommunicator> comm = nullptr,
+                                const Variant& var = {}) {
   Agreement a;
   auto src = open_model_source(testing::fixture_dir(fixture));
   EXPECT_TRUE(src.ok()) << src.status().to_string();
   if (!src.ok()) return a;
   const ModelConfig& cfg = (*src)->config();
   const int64_t V = cfg.vocab_size;
-
-  const std::string kind = tp_backend();
-  CpuBackendOptions bo;
-  bo.isa = "avx2";
-  auto be = kind == "cpu" ? make_cpu_backend(bo) : make_backend_on_device(kind, 0);
-  EXPECT_TRUE(be.ok()) << be.status().to_string();
-  if (!be.ok()) return a;
-  (*be)->set_activation_precision(ActivationPrecision::kExact);
-  LlamaModelOptions mo;
-  mo.decode_graphs = false;
-  mo.max_model_len = 256;
-  auto model = LlamaModel::create(**src, **be, mo);
-  EXPECT_TRUE(model.ok()) << model.status().to_string();
-  if (!model.ok()) return a;
-  auto cache = PagedKvCache::create(**be, (*model)->kv_cache_config(16, 16));
-  EXPECT_TRUE(cache.ok()) << cache.status().to_string();
-  const int64_t seq1 = (*cache)->add_sequence();
-
-  TpGroupOptions go;
-  go.size = tp;
-  go.backend = kind;
-  go.isa = "avx2";
-  go.precision = ActivationPrecision::kExact;
-  go.max_model_len = 256;
-  go.kv_num_blocks = 16;
-  auto group = TpGroup::create(**src, go, std::move(comm));
-  EXPECT_TRUE(group.ok()) << group.status().to_string();
-  if (!group.ok()) return a;
+  Side one, group;
+  Status s = make_side(**src, 1, var, nullptr, &one);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  s = s.ok() ? make_side(**src, tp, var, std::move(comm), &group) : s;
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  if (!s.ok()) return a;
   for (int r = 0; r < tp; ++r) {
-    EXPECT_EQ((*group)->cache(r).config().num_kv_heads, std::max<int64_t>(1, cfg.num_kv_heads / tp));
-    EXPECT_EQ((*group)->layout(r).vocab, V / tp);
+    EXPECT_EQ(group.exec->kv(r).config().num_kv_heads, std::max<int64_t>(1, cfg.num_kv_heads / tp));
+    EXPECT_EQ(group.model->layout(r).vocab, V / tp);
   }
-  auto seqt = (*group)->add_sequence();
-  EXPECT_TRUE(seqt.ok());
-
-  // A fixed pseudo-random prompt spanning the whole vocabulary (so every rank's slice of the
-  // embedding is hit), past a block boundary.
-  std::vector<int32_t> prompt(40);
-  uint32_t x = 12345;
-  for (int32_t& id : prompt) {
-    x = x * 1664525u + 1013904223u;
-    id = static_cast<int32_t>(3 + (x >> 8) % (V - 3));
+  if (var.fp8_kv) {
+    // Calibrated over every rank's heads, the group's scales are the single rank's.
+    const std::vector<std::vector<int32_t>> cal = {spread_prompt(V, 120, 777)};
+    auto ref_scales = calibrate_kv_scales(*one.model, cal);
+    auto tp_scales = calibrate_kv_scales(*group.model, cal);
+    EXPECT_TRUE(ref_scales.ok() && tp_scales.ok());
+    if (!ref_scales.ok() || !tp_scales.ok()) return a;
+    for (size_t l = 0; l < ref_scales->k.size(); ++l) {
+      EXPECT_NEAR(tp_scales->k[l], ref_scales->k[l], 1e-4f * ref_scales->k[l]) << "layer " << l;
+      EXPECT_NEAR(tp_scales->v[l], ref_scales->v[l], 1e-4f * ref_scales->v[l]) << "layer " << l;
+    }
+    EXPECT_TRUE(one.exec->set_kv_scales(ref_scales->k, ref_scales->v).ok());
+    EXPECT_TRUE(group.exec->set_kv_scales(ref_scales->k, ref_scales->v).ok());
+    for (int r = 0; r < tp; ++r) EXPECT_EQ(group.exec->kv(r).layer(0).k_scale, ref_scales->k[0]);
   }
-  int64_t pos = 0;
-  std::vector<int32_t> tokens = prompt;
+  std::vector<int32_t> tokens = spread_prompt(V, 40, 12345);
   for (int step = 0; step < 9; ++step) {
-    SequenceStep s1{seq1, tokens.data(), static_cast<int64_t>(tokens.size()), pos, LogitsMode::kLast, {}};
-    SequenceStep st{*seqt, tokens.data(), static_cast<int64_t>(tokens.size()), pos, LogitsMode::kLast, {}};
-    // The group leaves its last rank's GPU current; the reference runs on GPU 0.
-    EXPECT_TRUE((*be)->make_current().ok());
-    auto meta = build_step(**cache, {s1});
-    EXPECT_TRUE(meta.ok()) << meta.status().to_string();
     std::vector<float> ref, got;
-    Status s = (*model)->forward(*meta, **cache, &ref);
+    s = one.seq->step_last(tokens, &ref);
     EXPECT_TRUE(s.ok()) << s.to_string();
-    s = (*group)->forward({st}, &got);
+    s = group.seq->step_last(tokens, &got);
     EXPECT_TRUE(s.ok()) << s.to_string();
     if (ref.size() != static_cast<size_t>(V) || got.size() != ref.size()) {
       ADD_FAILURE() << "logits sizes " << ref.size() << " / " << got.size() << ", expected " << V;
@@ -128,25 +158,27 @@ Agreement run_tp_vs_single_rank(const std::string& fixture, int tp, std::unique_
     const int64_t top = argmax(ref.data(), V);
     a.top1_agree += argmax(got.data(), V) == top;
     ++a.steps;
-    pos += static_cast<int64_t>(tokens.size());
     tokens = {static_cast<int32_t>(top)};
   }
   return a;
 }
 
-void check_tp_matches_single_rank(const std::string& fixture, int tp) {
-  SCOPED_TRACE(fixture + " tp=" + std::to_string(tp));
+void check_tp_matches_single_rank(const std::string& fixture, int tp, const Variant& var = {}) {
+  SCOPED_TRACE(fixture + " tp=" + std::to_string(tp) + " " + var.name());
   const std::string kind = tp_backend();
   if (kind != "cpu" && !make_backend_on_device(kind, tp - 1).ok())
     GTEST_SKIP() << "this machine has fewer than " << tp << " " << kind << " devices";
-  const Agreement a = run_tp_vs_single_rank(fixture, tp);
-  std::printf("  %s %s tp=%d: max |diff| / max |logit| = %.3e, top-1 %d/%d\n", kind.c_str(), fixture.c_str(), tp,
-              a.worst_rel_diff, a.top1_agree, a.steps);
+  const Agreement a = run_tp_vs_single_rank(fixture, tp, nullptr, var);
+  std::printf("  %s %s tp=%d %s: max |diff| / max |logit| = %.3e, top-1 %d/%d\n", kind.c_str(), fixture.c_str(), tp,
+              var.name().c_str(), a.worst_rel_diff, a.top1_agree, a.steps);
   EXPECT_EQ(a.steps, 9);
   // CPU ranks multiply f32 tiles: only the summation order differs. GPU ranks hold BF16
   // weights and split activations into BF16 halves (exact precision), on both sides; their
-  // f32 accumulation order differs with the split.
-  EXPECT_LE(a.worst_rel_diff, kind == "cpu" ? 1e-4f : 2e-3f);
+  // f32 accumulation order differs with the split. FP8 weights and caches are the same bytes on
+  // both sides; a summation-order difference can still move one E4M3 rounding, so they get
+  // the BF16 tolerance (2^-8).
+  const bool fp8 = var.fp8_weights || var.fp8_kv;
+  EXPECT_LE(a.worst_rel_diff, fp8 ? 4e-3f : kind == "cpu" ? 1e-4f : 2e-3f);
   EXPECT_EQ(a.top1_agree, a.steps);
 }
 
@@ -158,6 +190,31 @@ TEST(TpForward, TinyLlama32TiedTp2) { check_tp_matches_single_rank("tiny-llama32
 TEST(TpForward, TinyLlama32TiedTp4) { check_tp_matches_single_rank("tiny-llama32", 4); }
 TEST(TpForward, TinyRopeLinearKv2Tp2) { check_tp_matches_single_rank("tiny-rope-linear", 2); }
 TEST(TpForward, TinyRopeLinearKv2Tp4) { check_tp_matches_single_rank("tiny-rope-linear", 4); }
+
+// FP8 weights: each rank quantizes nothing of its own; it holds its rows (and their scales) or
+// its columns (and every row's scale) of the single rank's FP8 weights.
+TEST(TpForward, Fp8WeightsTp2) { check_tp_matches_single_rank("tiny-llama3", 2, {true, false}); }
+TEST(TpForward, Fp8WeightsTp4) { check_tp_matches_single_rank("tiny-gqa8", 4, {true, false}); }
+TEST(TpForward, Fp8KvCacheTp2) { check_tp_matches_single_rank("tiny-rope-linear", 2, {false, true}); }
+TEST(TpForward, Fp8KvCacheTp4) { check_tp_matches_single_rank("tiny-llama32", 4, {false, true}); }
+TEST(TpForward, Fp8WeightsAndKvTp4) { check_tp_matches_single_rank("tiny-llama3", 4, {true, true}); }
+
+// FP8 weights change the logits (the comparison above is not of two BF16 runs).
+TEST(TpForward, Fp8WeightsDifferFromUnquantized) {
+  auto src = open_model_source(testing::fixture_dir("tiny-llama3"));
+  ASSERT_TRUE(src.ok());
+  Side plain, fp8;
+  ASSERT_TRUE(make_side(**src, 2, {}, nullptr, &plain).ok());
+  ASSERT_TRUE(make_side(**src, 2, {true, false}, nullptr, &fp8).ok());
+  const std::vector<int32_t> p = spread_prompt((*src)->config().vocab_size, 40, 99);
+  std::vector<float> a, b;
+  ASSERT_TRUE(plain.seq->step_last(p, &a).ok());
+  ASSERT_TRUE(fp8.seq->step_last(p, &b).ok());
+  ASSERT_EQ(a.size(), b.size());
+  float diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff = std::max(diff, std::fabs(a[i] - b[i]));
+  EXPECT_GT(diff, 1e-5f);
+}
 
 // The comparison is sensitive: an all-reduce that loses one rank's partial sums is caught.
 TEST(TpForward, LossyAllReduceIsDetected) {
@@ -262,11 +319,10 @@ TEST(TpShard, SlicesCopyExactElements) {
 TEST(TpShard, GroupRejectsBadSizeOnFixture) {
   auto src = open_model_source(testing::fixture_dir("tiny-rope-linear"));
   ASSERT_TRUE(src.ok()) << src.status().to_string();
-  TpGroupOptions go;
-  go.size = 3;
-  auto g = TpGroup::create(**src, go);
-  ASSERT_FALSE(g.ok());
-  EXPECT_NE(g.status().to_string().find("num_heads (4)"), std::string::npos) << g.status().to_string();
+  Side side;
+  Status s = make_side(**src, 3, {}, nullptr, &side);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.to_string().find("num_heads (4)"), std::string::npos) << s.to_string();
 }
 
 }  // namespace

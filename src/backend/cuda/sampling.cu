@@ -1,5 +1,5 @@
 // Sampling on the device: one CTA per row draws a token with the CPU sampler's semantics
-// (engine/sampler.h; backend.h DeviceSampleRow), so only token ids cross PCIe.
+// (runner/sampler.h; backend.h DeviceSampleRow), so only token ids cross PCIe.
 //
 // No sort: the candidates are ordered by (logit descending, index ascending), and every cut
 // the sampler makes is a position in that order, found by a radix select over a 32-bit key

@@ -1,13 +1,13 @@
 // StepUploader: the packed arena holds every array of the step byte for byte, 16-byte
 // aligned, and is reused (grown only when a step needs more) from step to step.
-#include "model/step_upload.h"
+#include "runner/step_upload.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <vector>
 
-#include "model/step_tables.h"
+#include "runner/step_builder.h"
 
 namespace lancet {
 namespace {
@@ -24,20 +24,18 @@ StepMetadata make_step(int64_t extra_blocks) {
   std::vector<std::vector<int32_t>> tables = {{7, 3, 9, 1, 0}, {2, 5}, {4, 6, 8}};
   for (int64_t i = 0; i < extra_blocks; ++i) tables[0].push_back(static_cast<int32_t>(10 + i));
   std::vector<int32_t> a = {11, 12, 13, 14, 15}, b = {21}, c = {31, 32};
-  std::vector<SequenceStep> seqs(3);
-  seqs[0].tokens = a.data();
-  seqs[0].num_tokens = 5;
+  std::vector<SeqStepInput> seqs(3);
+  seqs[0].tokens = a;
   seqs[0].start_pos = 11 + extra_blocks * bs;
-  seqs[1].tokens = b.data();
-  seqs[1].num_tokens = 1;
+  seqs[0].need_logits = true;
+  seqs[1].tokens = b;
   seqs[1].start_pos = 6;
-  seqs[2].tokens = c.data();
-  seqs[2].num_tokens = 2;
+  seqs[1].need_logits = true;
+  seqs[2].tokens = c;
   seqs[2].start_pos = 9;
-  seqs[2].logits = LogitsMode::kAll;
-  std::vector<std::span<const int32_t>> spans;
-  for (const auto& t : tables) spans.emplace_back(t.data(), t.size());
-  auto st = build_step_with_tables(bs, 64, seqs, spans);
+  seqs[2].num_logits = 2;
+  for (size_t i = 0; i < 3; ++i) seqs[i].block_table = tables[i];
+  auto st = build_step(bs, 64, seqs);
   EXPECT_TRUE(st.ok()) << st.status().to_string();
   return *st;
 }
@@ -61,6 +59,12 @@ void expect_view_equals(const StepView& v, const StepMetadata& st) {
     EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 16, 0u);
 }
 
+const TpRankLayout kOneRank = [] {
+  TpRankLayout l;
+  l.vocab = 64;  // every id of the test steps is below it
+  return l;
+}();
+
 TEST(StepUploader, ArenaHoldsEveryArrayAndIsReused) {
   auto be = make_backend("cpu");
   ASSERT_TRUE(be.ok());
@@ -70,24 +74,39 @@ TEST(StepUploader, ArenaHoldsEveryArrayAndIsReused) {
   EXPECT_EQ(small.num_tokens, 8);
   EXPECT_EQ(small.logits_rows, (std::vector<int32_t>{4, 5, 6, 7}));
   EXPECT_EQ(small.slot_mapping[0], 9 * 4 + 3);  // position 11: block 2 of the table (id 9), offset 3
-  auto v1 = up.upload(small);
+  auto v1 = up.upload(small, kOneRank);
   ASSERT_TRUE(v1.ok()) << v1.status().to_string();
   expect_view_equals(*v1, small);
 
   // A bigger step grows the arena; a smaller one after it reuses it (same base address).
   const StepMetadata big = make_step(40);
-  auto v2 = up.upload(big);
+  auto v2 = up.upload(big, kOneRank);
   ASSERT_TRUE(v2.ok());
   expect_view_equals(*v2, big);
-  auto v3 = up.upload(small);
+  auto v3 = up.upload(small, kOneRank);
   ASSERT_TRUE(v3.ok());
   expect_view_equals(*v3, small);
   EXPECT_EQ(v3->token_ids, v2->token_ids);
 
   // An empty step still gets a valid (non-null) arena.
-  auto v4 = up.upload(StepMetadata{});
+  auto v4 = up.upload(StepMetadata{}, kOneRank);
   ASSERT_TRUE(v4.ok());
   EXPECT_NE(v4->token_ids, nullptr);
+}
+
+// A rank of a vocab-parallel group reads its own rows: ids of other ranks go to its zero row.
+TEST(StepUploader, RankTokenIdsIndexTheRanksVocabRows) {
+  auto be = make_backend("cpu");
+  ASSERT_TRUE(be.ok());
+  StepUploader up(**be);
+  const StepMetadata st = make_step(0);  // ids 11..15, 21, 31, 32
+  TpRankLayout rank1;
+  rank1.vocab_begin = 16;
+  rank1.vocab = 16;  // ids [16, 32)
+  auto v = up.upload(st, rank1);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(read(v->token_ids, 8), (std::vector<int32_t>{16, 16, 16, 16, 16, 5, 15, 16}));
+  EXPECT_EQ(read(v->positions, 8), st.positions);
 }
 
 TEST(StepUploader, LayoutIsPackedAndAligned) {

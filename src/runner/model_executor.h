@@ -1,9 +1,9 @@
-// What the engine needs from a model: run one step over a batch of sequences, each computing
+// What the runner needs from a model: run one step over a batch of sequences, each computing
 // some new tokens at given positions into its paged KV blocks, and return the logits of the
-// last new token (or of the last N new tokens: speculative verification) of the sequences that
-// asked for them. The Llama model implements it on any backend;
-// tests implement it with small fakes. Executors whose backend samples on the device also
-// return tokens instead of logits for the rows the engine marks (execute_sampled).
+// rows the sequences asked for. The Llama model implements it on one or N ranks
+// (runner/llama_executor.h); tests implement it with small fakes. Executors whose backend
+// samples on the device also return tokens instead of logits for the rows the runner marks
+// (execute_sampled).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +16,8 @@
 
 namespace lancet {
 
+// One sequence's share of a step, as the scheduler decided it: the one input shape of the
+// runner (runner/step_builder.h turns a batch of them into the step's metadata).
 struct SeqStepInput {
   std::span<const int32_t> tokens;       // [num_new] ids computed this step
   int64_t start_pos = 0;                 // position of tokens[0] (== num_computed)
@@ -24,8 +26,11 @@ struct SeqStepInput {
   // Logits of the last num_logits new tokens (speculative verification scores k drafts plus
   // the bonus position in one pass). The rows returned are max(num_logits, need_logits ? 1 : 0).
   int32_t num_logits = 0;
+  // Evaluations: logits at these offsets into the new tokens (increasing) instead.
+  std::span<const int32_t> logits_offsets;
 
   int32_t logits_rows() const {
+    if (!logits_offsets.empty()) return static_cast<int32_t>(logits_offsets.size());
     const int32_t n = need_logits ? 1 : 0;
     return num_logits > n ? num_logits : n;
   }

@@ -55,8 +55,7 @@ struct KvCalibrationOptions {
 // observer (and fails when they are not finite); the static activation scales are made from
 // it in eval/activation_scales.h (calibrate_kv_and_activation_scales). f32 activations only
 // (the CPU backend, weights not FP8).
-StatusOr<KvScales> calibrate_kv_scales(LlamaModel& model, Backend& backend,
-                                       const std::vector<std::vector<int32_t>>& prompts,
+StatusOr<KvScales> calibrate_kv_scales(LlamaModel& model, const std::vector<std::vector<int32_t>>& prompts,
                                        const KvCalibrationOptions& opts = {},
                                        LinearInputObserver* activations = nullptr);
 

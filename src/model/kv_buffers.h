@@ -1,27 +1,25 @@
-// The paged KV cache: per layer, K and V of [num_blocks, block_size, num_kv_heads, head_dim]
-// in backend memory, plus a simple block allocator and one block table per sequence. The
-// engine's shared block pool (src/kv) replaces the allocator later; the layout stays.
+// The KV buffers of one rank: per layer, K and V of [num_blocks, block_size, num_kv_heads,
+// head_dim] in backend memory. Buffers only: which blocks a sequence owns is decided by the
+// block allocator of src/kv (kv/kv_cache_manager.h), whose block ids index these buffers.
 // An FP8 (E4M3) cache also holds per-layer K and V scales; it starts without them, and the
-// model refuses to run on it until they are set (from the checkpoint or a calibration,
-// model/kv_calibration.h), so a scale can never silently stay 1.0.
+// runner refuses to run on it until they are set (from the checkpoint or a calibration,
+// runner/kv_calibration.h), so a scale can never silently stay 1.0.
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <vector>
 
 #include "backend/backend.h"
+#include "core/kv_block_config.h"
 #include "core/status.h"
 
 namespace lancet {
 
-struct KvCacheConfig {
+struct KvBufferConfig : KvBlockConfig {
   int64_t num_layers = 0;
-  int64_t num_kv_heads = 0;
+  int64_t num_kv_heads = 0;  // this rank's KV heads
   int64_t head_dim = 0;
-  int64_t block_size = 16;
-  int64_t num_blocks = 0;
   DType dtype = DType::kF32;  // kF32, kBF16 or kF8E4M3
 };
 
@@ -39,14 +37,14 @@ struct KvAbsmaxObserver {
   void observe(int64_t layer, const float* k /*[n]*/, const float* v /*[n]*/, int64_t n, int64_t rows);
 };
 
-class PagedKvCache {
+class KvBuffers {
  public:
-  static StatusOr<std::unique_ptr<PagedKvCache>> create(Backend& backend, const KvCacheConfig& cfg);
+  static StatusOr<std::unique_ptr<KvBuffers>> create(Backend& backend, const KvBufferConfig& cfg);
 
-  const KvCacheConfig& config() const { return cfg_; }
+  const KvBufferConfig& config() const { return cfg_; }
   const KvCacheLayer& layer(int64_t i) const { return layers_[i]; }
-  int64_t block_size() const { return cfg_.block_size; }
-  int64_t free_blocks() const { return static_cast<int64_t>(free_.size()); }
+  int32_t block_size() const { return cfg_.block_size; }
+  int64_t num_blocks() const { return cfg_.num_blocks; }
 
   // FP8 caches: per-layer scales (stored = e4m3(x / scale)), one entry per layer, each
   // finite and positive. Other dtypes accept and ignore them.
@@ -54,22 +52,11 @@ class PagedKvCache {
   // True when the dtype needs no scales or set_scales succeeded.
   bool has_scales() const { return cfg_.dtype != DType::kF8E4M3 || scales_set_; }
 
-  // Sequences: ids are handed out here and index the block tables.
-  int64_t add_sequence();
-  void free_sequence(int64_t seq);
-  // Grows seq's block table to hold num_tokens tokens. Out of blocks is ResourceExhausted
-  // (nothing is allocated then); an unknown sequence is NotFound.
-  Status reserve(int64_t seq, int64_t num_tokens);
-  StatusOr<const std::vector<int32_t>*> block_table(int64_t seq) const;
-
  private:
-  PagedKvCache() = default;
-  KvCacheConfig cfg_;
+  KvBuffers() = default;
+  KvBufferConfig cfg_;
   std::vector<Buffer> buffers_;
   std::vector<KvCacheLayer> layers_;
-  std::vector<int32_t> free_;                       // free block ids (stack)
-  std::map<int64_t, std::vector<int32_t>> tables_;  // seq -> block ids
-  int64_t next_seq_ = 0;
   bool scales_set_ = false;
 };
 

@@ -1,5 +1,5 @@
-// PagedKvCache: allocation of the per-layer cache buffers and a free-list block allocator.
-#include "model/kv_cache.h"
+// KvBuffers: allocation of the per-layer K/V buffers and their FP8 scales.
+#include "model/kv_buffers.h"
 
 #include <algorithm>
 #include <cmath>
@@ -18,7 +18,7 @@ int64_t kv_cache_element_bytes(DType dtype) {
   }
 }
 
-StatusOr<std::unique_ptr<PagedKvCache>> PagedKvCache::create(Backend& backend, const KvCacheConfig& cfg) {
+StatusOr<std::unique_ptr<KvBuffers>> KvBuffers::create(Backend& backend, const KvBufferConfig& cfg) {
   if (cfg.num_layers <= 0 || cfg.num_kv_heads <= 0 || cfg.head_dim <= 0 || cfg.block_size <= 0 ||
       cfg.num_blocks <= 0)
     return InvalidArgument("kv cache: every dimension must be positive");
@@ -29,7 +29,7 @@ StatusOr<std::unique_ptr<PagedKvCache>> PagedKvCache::create(Backend& backend, c
                        cfg.head_dim * elem;
   if (bytes > 1e15) return InvalidArgument("kv cache: size overflows");
   const size_t per = static_cast<size_t>(bytes);
-  std::unique_ptr<PagedKvCache> c(new PagedKvCache());
+  std::unique_ptr<KvBuffers> c(new KvBuffers());
   c->cfg_ = cfg;
   for (int64_t l = 0; l < cfg.num_layers; ++l) {
     ASSIGN_OR_RETURN(Buffer k, backend.alloc(per));
@@ -48,8 +48,6 @@ StatusOr<std::unique_ptr<PagedKvCache>> PagedKvCache::create(Backend& backend, c
     c->buffers_.push_back(std::move(k));
     c->buffers_.push_back(std::move(v));
   }
-  // Hand out low block ids first.
-  for (int64_t b = cfg.num_blocks - 1; b >= 0; --b) c->free_.push_back(static_cast<int32_t>(b));
   return c;
 }
 
@@ -75,7 +73,7 @@ void KvAbsmaxObserver::observe(int64_t layer, const float* k, const float* v, in
   if (layer == 0) tokens += rows;
 }
 
-Status PagedKvCache::set_scales(const std::vector<float>& k_scales, const std::vector<float>& v_scales) {
+Status KvBuffers::set_scales(const std::vector<float>& k_scales, const std::vector<float>& v_scales) {
   const auto n = static_cast<size_t>(cfg_.num_layers);
   if (k_scales.size() != n || v_scales.size() != n)
     return InvalidArgument("kv cache: " + std::to_string(k_scales.size()) + " k and " +
@@ -90,41 +88,6 @@ Status PagedKvCache::set_scales(const std::vector<float>& k_scales, const std::v
   }
   scales_set_ = true;
   return OkStatus();
-}
-
-int64_t PagedKvCache::add_sequence() {
-  const int64_t id = next_seq_++;
-  tables_[id];
-  return id;
-}
-
-void PagedKvCache::free_sequence(int64_t seq) {
-  auto it = tables_.find(seq);
-  if (it == tables_.end()) return;
-  for (int32_t b : it->second) free_.push_back(b);
-  tables_.erase(it);
-}
-
-Status PagedKvCache::reserve(int64_t seq, int64_t num_tokens) {
-  auto it = tables_.find(seq);
-  if (it == tables_.end()) return NotFound("kv cache: unknown sequence " + std::to_string(seq));
-  const int64_t need = (num_tokens + cfg_.block_size - 1) / cfg_.block_size;
-  const int64_t have = static_cast<int64_t>(it->second.size());
-  if (need <= have) return OkStatus();
-  if (need - have > free_blocks())
-    return ResourceExhausted("kv cache: sequence needs " + std::to_string(need - have) + " more blocks, " +
-                             std::to_string(free_blocks()) + " free");
-  for (int64_t i = have; i < need; ++i) {
-    it->second.push_back(free_.back());
-    free_.pop_back();
-  }
-  return OkStatus();
-}
-
-StatusOr<const std::vector<int32_t>*> PagedKvCache::block_table(int64_t seq) const {
-  auto it = tables_.find(seq);
-  if (it == tables_.end()) return NotFound("kv cache: unknown sequence " + std::to_string(seq));
-  return &it->second;
 }
 
 }  // namespace lancet

@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/sampling_params.h"
+#include "runner/sampling_params.h"
 
 namespace lancet {
 

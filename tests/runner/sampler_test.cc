@@ -1,6 +1,6 @@
 // Sampler: exact penalty arithmetic, seeded reproducibility, and draws that follow the
 // requested distribution (statistical tests with a stated tolerance).
-#include "engine/sampler.h"
+#include "runner/sampler.h"
 
 #include <gtest/gtest.h>
 

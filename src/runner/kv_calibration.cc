@@ -1,6 +1,6 @@
 // FP8 KV scales: checkpoint lookup, the online calibration pass, the built-in text, and the
 // process-wide record /metrics reads.
-#include "model/kv_calibration.h"
+#include "runner/kv_calibration.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,8 @@
 
 #include "core/dtype.h"
 #include "core/logging.h"
-#include "model/step.h"
+#include "runner/llama_executor.h"
+#include "runner/sequence_runner.h"
 
 namespace lancet {
 namespace {
@@ -85,8 +86,7 @@ KvScales kv_scales_from_absmax(const std::vector<float>& k_absmax, const std::ve
   return s;
 }
 
-StatusOr<KvScales> calibrate_kv_scales(LlamaModel& model, Backend& backend,
-                                       const std::vector<std::vector<int32_t>>& prompts,
+StatusOr<KvScales> calibrate_kv_scales(LlamaModel& model, const std::vector<std::vector<int32_t>>& prompts,
                                        const KvCalibrationOptions& opts, LinearInputObserver* activations) {
   if (!(opts.margin >= 1.f && opts.margin <= 16.f))
     return InvalidArgument("kv calibration: margin must be in [1, 16]");
@@ -94,9 +94,12 @@ StatusOr<KvScales> calibrate_kv_scales(LlamaModel& model, Backend& backend,
   int64_t longest = 0;
   for (const auto& p : prompts) longest = std::max<int64_t>(longest, std::min<int64_t>(p.size(), max_len));
   if (longest == 0) return InvalidArgument("kv calibration: no calibration tokens");
-  const int64_t bs = opts.block_size;
-  ASSIGN_OR_RETURN(auto cache, PagedKvCache::create(backend, model.kv_cache_config((longest + bs - 1) / bs, bs,
-                                                                                     opts.scratch_dtype)));
+  const int32_t bs = opts.block_size;
+  LlamaExecutorOptions eo;
+  eo.decode_graphs = false;
+  ASSIGN_OR_RETURN(auto scratch, LlamaExecutor::create(model, KvBlockConfig{(longest + bs - 1) / bs, bs},
+                                                       opts.scratch_dtype, eo));
+  SequenceRunner seq(*scratch);
   KvAbsmaxObserver obs;
   obs.k_absmax.assign(model.config().num_layers, 0.f);
   obs.v_absmax.assign(model.config().num_layers, 0.f);
@@ -107,16 +110,8 @@ StatusOr<KvScales> calibrate_kv_scales(LlamaModel& model, Backend& backend,
   for (const auto& p : prompts) {
     const int64_t n = std::min<int64_t>(p.size(), max_len);
     if (n == 0) continue;
-    const int64_t seq = cache->add_sequence();
-    SequenceStep ss;
-    ss.seq = seq;
-    ss.tokens = p.data();
-    ss.num_tokens = n;
-    ss.start_pos = 0;
-    ss.logits = LogitsMode::kNone;
-    auto step = build_step(*cache, {ss});
-    st = step.ok() ? model.forward(*step, *cache, &logits) : step.status();
-    cache->free_sequence(seq);
+    seq.reset();
+    st = seq.step_last(std::span<const int32_t>(p.data(), n), &logits, /*want_logits=*/false);
     if (!st.ok()) break;
   }
   model.set_kv_observer(nullptr);

@@ -1,5 +1,5 @@
 // SamplingParams validation: each message names the field, as the API reports it.
-#include "engine/sampling_params.h"
+#include "runner/sampling_params.h"
 
 #include <cmath>
 

@@ -1,6 +1,6 @@
 // Sampler implementation. Top-p avoids a full vocabulary sort: it partially sorts a growing
 // prefix until that prefix holds the requested probability mass.
-#include "engine/sampler.h"
+#include "runner/sampler.h"
 
 #include "backend/counter_uniform.h"
 

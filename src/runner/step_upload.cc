@@ -1,5 +1,5 @@
-// StepUploader: packing a step's arrays and the one copy to the backend.
-#include "model/step_upload.h"
+// StepUploader: packing a step's arrays and the one copy to the backend; StepArenaLayout::view.
+#include "runner/step_upload.h"
 
 #include <algorithm>
 #include <cstring>
@@ -34,7 +34,7 @@ StepArenaLayout StepUploader::layout(const StepMetadata& st) {
   return l;
 }
 
-StatusOr<StepView> StepUploader::upload(const StepMetadata& st) {
+StatusOr<StepView> StepUploader::upload(const StepMetadata& st, const TpRankLayout& rank) {
   const StepArenaLayout l = layout(st);
   if (host_.size() < l.bytes) host_.resize(l.bytes);
   if (dev_.nbytes() < l.bytes) {
@@ -42,7 +42,8 @@ StatusOr<StepView> StepUploader::upload(const StepMetadata& st) {
     ASSIGN_OR_RETURN(dev_, be_.alloc(std::max(l.bytes, dev_.nbytes() + dev_.nbytes() / 2)));
   }
   uint8_t* h = host_.data();
-  put(h, l.token_ids, st.token_ids);
+  auto* ids = reinterpret_cast<int32_t*>(h + l.token_ids);
+  for (size_t i = 0; i < st.token_ids.size(); ++i) ids[i] = rank_token_id(st.token_ids[i], rank);
   put(h, l.positions, st.positions);
   put(h, l.query_start, st.query_start);
   put(h, l.context_lens, st.context_lens);
@@ -52,6 +53,24 @@ StatusOr<StepView> StepUploader::upload(const StepMetadata& st) {
   RETURN_IF_ERROR(be_.copy_to_device(dev_.data(), h, l.bytes));
 
   return l.view(dev_.data(), st.num_tokens, st.num_seqs, st.max_blocks_per_seq, st.num_logits_rows);
+}
+
+StepView StepArenaLayout::view(const void* base, int64_t num_tokens, int64_t num_seqs, int64_t max_blocks_per_seq,
+                               int64_t num_logits_rows) const {
+  const char* d = static_cast<const char*>(base);
+  StepView v;
+  v.num_tokens = num_tokens;
+  v.num_seqs = num_seqs;
+  v.max_blocks_per_seq = max_blocks_per_seq;
+  v.num_logits_rows = num_logits_rows;
+  v.token_ids = reinterpret_cast<const int32_t*>(d + token_ids);
+  v.positions = reinterpret_cast<const int32_t*>(d + positions);
+  v.query_start = reinterpret_cast<const int32_t*>(d + query_start);
+  v.context_lens = reinterpret_cast<const int32_t*>(d + context_lens);
+  v.logits_rows = reinterpret_cast<const int32_t*>(d + logits_rows);
+  v.slot_mapping = reinterpret_cast<const int64_t*>(d + slot_mapping);
+  v.block_tables = reinterpret_cast<const int32_t*>(d + block_tables);
+  return v;
 }
 
 }  // namespace lancet

@@ -1,0 +1,149 @@
+// LlamaModel::enqueue: the one layer loop. Each block runs on every rank before the collective
+// that joins them (column-parallel q/k/v and gate/up, row-parallel o_proj and down_proj); on
+// one rank the collectives are no-ops and the loop is the plain single-device forward pass.
+#include <cmath>
+#include <string>
+
+#include "model/llama_model.h"
+
+namespace lancet {
+
+// The activation hook: one linear input of this layer ([n] floats), copied to the host and
+// folded into the observer. Only runs while an observer is attached.
+Status LlamaModel::observe_input(LlamaRank& rk, int64_t layer, LinearInput which, const float* x, int64_t rows,
+                                 int64_t cols) {
+  if (!act_observer_) return OkStatus();
+  std::vector<float> h(static_cast<size_t>(rows * cols));
+  RETURN_IF_ERROR(rk.be->synchronize());
+  RETURN_IF_ERROR(rk.be->copy_to_host(h.data(), x, h.size() * sizeof(float)));
+  return act_observer_->observe(layer, which, h.data(), rows, cols);
+}
+
+// The calibration hook: this layer's K (after rope) and V rows of this rank's heads, copied to
+// the host and folded into the observer's per-layer absmax.
+Status LlamaModel::observe_kv(LlamaRank& rk, int64_t layer, int64_t T) {
+  if (!kv_observer_) return OkStatus();
+  const int64_t row = rk.layout.num_kv_heads * cfg_.head_dim;
+  std::vector<float> hk(static_cast<size_t>(T * row)), hv(static_cast<size_t>(T * row));
+  RETURN_IF_ERROR(rk.be->synchronize());
+  RETURN_IF_ERROR(rk.be->copy_to_host(hk.data(), rk.k.as<float>(), hk.size() * sizeof(float)));
+  RETURN_IF_ERROR(rk.be->copy_to_host(hv.data(), rk.v.as<float>(), hv.size() * sizeof(float)));
+  // Rows seen are counted once per step, on rank 0.
+  kv_observer_->observe(layer, hk.data(), hv.data(), T * row, &rk == &ranks_[0] ? T : 0);
+  return OkStatus();
+}
+
+// Norm, q/k/v over this rank's heads, rope, KV write, paged attention, and this rank's part of
+// o_proj (the all-reduce that follows sums the parts).
+Status LlamaModel::attention(LlamaRank& rk, int64_t l, const StepView& st, const KvBuffers& kv) {
+  Backend& be = *rk.be;
+  const LlamaLayerWeights& L = rk.w.layers[l];
+  const int64_t T = st.num_tokens, H = cfg_.hidden_size, D = cfg_.head_dim;
+  float* hidden = rk.hidden.as<float>();
+  RmsNormArgs n1{T, H, l == 0 ? nullptr : rk.proj.as<float>(), rk.residual.as<float>(), L.input_norm.as<float>(),
+                 static_cast<float>(cfg_.rms_norm_eps), hidden};
+  RETURN_IF_ERROR(be.rms_norm(n1));
+  RETURN_IF_ERROR(observe_input(rk, l, LinearInput::kQkv, hidden, T, H));
+  const WeightMatrix* qkv[3] = {&L.q, &L.k, &L.v};
+  float* qkv_out[3] = {rk.q.as<float>(), rk.k.as<float>(), rk.v.as<float>()};
+  RETURN_IF_ERROR(be.matmul_multi(hidden, T, qkv, qkv_out));
+  RopeArgs ra;
+  ra.num_tokens = T;
+  ra.num_heads = rk.layout.num_heads;
+  ra.num_kv_heads = rk.layout.num_kv_heads;
+  ra.head_dim = D;
+  ra.rotary_dim = rope_.rotary_dim;
+  ra.interleaved = cfg_.rope_interleaved;
+  ra.q = rk.q.as<float>();
+  ra.k = rk.k.as<float>();
+  ra.positions = st.positions;
+  ra.cos = rk.d_cos.as<float>();
+  ra.sin = rk.d_sin.as<float>();
+  ra.max_positions = rope_.max_positions;
+  RETURN_IF_ERROR(be.rope(ra));
+  RETURN_IF_ERROR(observe_kv(rk, l, T));
+  KvWriteArgs kw;
+  kw.num_tokens = T;
+  kw.k = rk.k.as<float>();
+  kw.v = rk.v.as<float>();
+  kw.slot_mapping = st.slot_mapping;
+  RETURN_IF_ERROR(be.kv_write(kw, kv.layer(l)));
+  PagedAttentionArgs pa;
+  pa.num_tokens = T;
+  pa.num_seqs = st.num_seqs;
+  pa.num_heads = rk.layout.num_heads;
+  pa.max_blocks_per_seq = st.max_blocks_per_seq;
+  pa.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  pa.q = rk.q.as<float>();
+  pa.query_start = st.query_start;
+  pa.context_lens = st.context_lens;
+  pa.block_tables = st.block_tables;
+  pa.out = rk.attn.as<float>();
+  RETURN_IF_ERROR(be.paged_attention(pa, kv.layer(l)));
+  RETURN_IF_ERROR(observe_input(rk, l, LinearInput::kO, rk.attn.as<float>(), T, rk.layout.num_heads * D));
+  return be.matmul(rk.attn.as<float>(), T, L.o, rk.proj.as<float>());
+}
+
+// Norm, gate/up over this rank's intermediate columns, SiLU, and this rank's part of down_proj.
+Status LlamaModel::mlp(LlamaRank& rk, int64_t l, int64_t T) {
+  Backend& be = *rk.be;
+  const LlamaLayerWeights& L = rk.w.layers[l];
+  const int64_t H = cfg_.hidden_size;
+  float* hidden = rk.hidden.as<float>();
+  float* proj = rk.proj.as<float>();
+  RmsNormArgs n2{T, H, proj, rk.residual.as<float>(), L.post_norm.as<float>(), static_cast<float>(cfg_.rms_norm_eps),
+                 hidden};
+  RETURN_IF_ERROR(be.rms_norm(n2));
+  RETURN_IF_ERROR(observe_input(rk, l, LinearInput::kGateUp, hidden, T, H));
+  RETURN_IF_ERROR(be.matmul_gate_up_silu(hidden, T, L.gate, L.up, rk.gate.as<float>(), rk.up.as<float>(),
+                                         rk.act.as<float>()));
+  RETURN_IF_ERROR(observe_input(rk, l, LinearInput::kDown, rk.act.as<float>(), T, rk.layout.intermediate));
+  return be.matmul(rk.act.as<float>(), T, L.down, proj);
+}
+
+// Only the rows that need logits go through the final norm and this rank's lm_head rows.
+Status LlamaModel::final_logits(LlamaRank& rk, const StepView& st) {
+  Backend& be = *rk.be;
+  const int64_t T = st.num_tokens, R = st.num_logits_rows, H = cfg_.hidden_size;
+  float* hidden = rk.hidden.as<float>();
+  float* proj = rk.proj.as<float>();
+  RETURN_IF_ERROR(be.gather_rows(rk.residual.as<float>(), T, H, st.logits_rows, R, hidden));
+  RETURN_IF_ERROR(be.gather_rows(proj, T, H, st.logits_rows, R, rk.sel.as<float>()));
+  RmsNormArgs nf{R, H, rk.sel.as<float>(), hidden, rk.w.final_norm.as<float>(), static_cast<float>(cfg_.rms_norm_eps),
+                 proj};
+  RETURN_IF_ERROR(be.rms_norm(nf));
+  return be.matmul(proj, R, rk.w.lm_head, rk.logits.as<float>());
+}
+
+Status LlamaModel::enqueue(std::span<const StepView> views, std::span<KvBuffers* const> kv) {
+  const size_t n = ranks_.size();
+  if (views.size() != n || kv.size() != n)
+    return InvalidArgument("enqueue: one step view and one set of KV buffers per rank expected");
+  const int64_t T = views[0].num_tokens, R = views[0].num_logits_rows, H = cfg_.hidden_size;
+  if (T > ws_tokens_ || R > ws_rows_) return FailedPrecondition("enqueue: workspace smaller than the step");
+  for (size_t r = 0; r < n; ++r) {
+    RETURN_IF_ERROR(select(ranks_[r]));
+    RETURN_IF_ERROR(ranks_[r].be->embedding(ranks_[r].w.embed, views[r].token_ids, T, ranks_[r].residual.as<float>()));
+  }
+  RETURN_IF_ERROR(all_reduce(&LlamaRank::residual, T * H));
+  for (int64_t l = 0; l < cfg_.num_layers; ++l) {
+    for (size_t r = 0; r < n; ++r) {
+      RETURN_IF_ERROR(select(ranks_[r]));
+      RETURN_IF_ERROR(attention(ranks_[r], l, views[r], *kv[r]));
+    }
+    RETURN_IF_ERROR(all_reduce(&LlamaRank::proj, T * H));
+    for (size_t r = 0; r < n; ++r) {
+      RETURN_IF_ERROR(select(ranks_[r]));
+      RETURN_IF_ERROR(mlp(ranks_[r], l, T));
+    }
+    RETURN_IF_ERROR(all_reduce(&LlamaRank::proj, T * H));
+  }
+  if (R == 0) return OkStatus();
+  for (size_t r = 0; r < n; ++r) {
+    RETURN_IF_ERROR(select(ranks_[r]));
+    RETURN_IF_ERROR(final_logits(ranks_[r], views[r]));
+  }
+  return select(ranks_[0]);
+}
+
+}  // namespace lancet

@@ -1,0 +1,173 @@
+// DecodeGraphs: bucketing, the metadata arenas, capture and replay on every rank.
+#include "runner/decode_graphs.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace lancet {
+namespace {
+
+size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+}  // namespace
+
+DecodeGraphs::DecodeGraphs(LlamaModel& model, int32_t block_size)
+    : model_(model),
+      max_width_(width_bucket((model.max_model_len() + block_size - 1) / block_size)),
+      arenas_(static_cast<size_t>(model.num_ranks())) {}
+
+bool DecodeGraphs::eligible(const StepMetadata& st) {
+  if (st.num_seqs <= 0 || st.num_seqs > kMaxBatch || st.num_tokens != st.num_seqs ||
+      st.num_logits_rows != st.num_seqs)
+    return false;
+  for (int64_t i = 0; i < st.num_seqs; ++i)
+    if (st.query_start[i + 1] - st.query_start[i] != 1 || st.logits_rows[i] != i) return false;
+  return true;
+}
+
+int64_t DecodeGraphs::batch_bucket(int64_t n) {
+  // Powers of two up to 8, then steps of 8 to 64, then of 32: little padding where batches
+  // are common, few graphs overall.
+  if (n <= 8) {
+    int64_t b = 1;
+    while (b < n) b *= 2;
+    return b;
+  }
+  if (n <= 64) return (n + 7) / 8 * 8;
+  return (n + 31) / 32 * 32;
+}
+
+int64_t DecodeGraphs::width_bucket(int64_t max_blocks) {
+  int64_t w = 16;
+  while (w < max_blocks) w *= 2;
+  return w;
+}
+
+StepArenaLayout DecodeGraphs::layout(int64_t width) const {
+  const size_t B = static_cast<size_t>(kMaxBatch);
+  StepArenaLayout l;
+  size_t o = 0;
+  for (size_t* field : {&l.token_ids, &l.positions}) {
+    *field = o;
+    o += B * 4;
+  }
+  l.query_start = o;
+  o += (B + 1) * 4;
+  for (size_t* field : {&l.context_lens, &l.logits_rows}) {
+    *field = o;
+    o += B * 4;
+  }
+  o = align_up(o, 8);
+  l.slot_mapping = o;
+  o += B * 8;
+  o = align_up(o, 16);
+  l.block_tables = o;
+  o += B * static_cast<size_t>(width) * 4;
+  l.bytes = o;
+  return l;
+}
+
+Status DecodeGraphs::ensure_arena(int64_t width) {
+  if (width <= arena_width_) return OkStatus();
+  graphs_.clear();  // they point into the old arenas
+  const StepArenaLayout l = layout(width);
+  for (int r = 0; r < model_.num_ranks(); ++r) {
+    Backend& be = model_.backend(r);
+    RETURN_IF_ERROR(be.make_current());
+    ASSIGN_OR_RETURN(arenas_[r].host, be.alloc_host(l.bytes));
+    ASSIGN_OR_RETURN(arenas_[r].dev, be.alloc(l.bytes));
+  }
+  arena_width_ = width;
+  return OkStatus();
+}
+
+Status DecodeGraphs::fill(int r, const StepMetadata& st, int64_t B, int64_t W) {
+  const int64_t n = st.num_seqs;
+  const StepArenaLayout l = layout(arena_width_);
+  const TpRankLayout& rank = model_.layout(r);
+  char* h = arenas_[r].host.as<char>();
+  auto* tok = reinterpret_cast<int32_t*>(h + l.token_ids);
+  auto* pos = reinterpret_cast<int32_t*>(h + l.positions);
+  auto* qs = reinterpret_cast<int32_t*>(h + l.query_start);
+  auto* ctx = reinterpret_cast<int32_t*>(h + l.context_lens);
+  auto* rows = reinterpret_cast<int32_t*>(h + l.logits_rows);
+  auto* slots = reinterpret_cast<int64_t*>(h + l.slot_mapping);
+  auto* tables = reinterpret_cast<int32_t*>(h + l.block_tables);
+  for (int64_t i = 0; i < B; ++i) {
+    const bool real = i < n;
+    tok[i] = real ? rank_token_id(st.token_ids[i], rank) : 0;
+    pos[i] = real ? st.positions[i] : 0;
+    qs[i] = static_cast<int32_t>(i);
+    ctx[i] = real ? st.context_lens[i] : 1;
+    rows[i] = static_cast<int32_t>(i);
+    slots[i] = real ? st.slot_mapping[i] : -1;
+    int32_t* row = tables + i * W;
+    const int64_t have = real ? st.max_blocks_per_seq : 0;
+    if (real) std::copy_n(st.block_tables.data() + i * st.max_blocks_per_seq, have, row);
+    std::fill(row + have, row + W, 0);
+  }
+  qs[B] = static_cast<int32_t>(B);
+  // One copy: everything before the tables plus the B rows of width W the graph reads.
+  Backend& be = model_.backend(r);
+  RETURN_IF_ERROR(be.make_current());
+  return be.copy_to_device(arenas_[r].dev.data(), h, l.block_tables + static_cast<size_t>(B * W) * 4);
+}
+
+Status DecodeGraphs::capture(std::span<const StepView> views, std::span<KvBuffers* const> kv,
+                             std::vector<std::unique_ptr<BackendGraph>>* graphs) {
+  // The first step of a bucket runs eagerly (which also sizes every scratch buffer and plans
+  // every GEMM), then the same work is captured for the next ones.
+  const int n = model_.num_ranks();
+  RETURN_IF_ERROR(model_.enqueue(views, kv));
+  for (int r = 0; r < n; ++r) {
+    RETURN_IF_ERROR(model_.backend(r).make_current());
+    RETURN_IF_ERROR(model_.backend(r).synchronize());
+    RETURN_IF_ERROR(model_.backend(r).begin_capture());
+  }
+  const Status enq = model_.enqueue(views, kv);
+  Status ended = OkStatus();  // every rank's capture is ended, whatever failed
+  for (int r = 0; r < n; ++r) {
+    Status cur = model_.backend(r).make_current();
+    StatusOr<std::unique_ptr<BackendGraph>> g = model_.backend(r).end_capture();
+    if (!cur.ok() || !g.ok()) {
+      if (ended.ok()) ended = cur.ok() ? g.status() : cur;
+      continue;
+    }
+    graphs->push_back(std::move(*g));
+  }
+  RETURN_IF_ERROR(enq);
+  return ended;
+}
+
+Status DecodeGraphs::run(const StepMetadata& st, std::span<KvBuffers* const> kv) {
+  const int64_t B = batch_bucket(st.num_seqs);
+  const int64_t W = width_bucket(st.max_blocks_per_seq);
+  RETURN_IF_ERROR(ensure_arena(std::max(W, max_width_)));
+  RETURN_IF_ERROR(model_.ensure_workspace(B, B));
+  if (model_.workspace_generation() != generation_) {
+    graphs_.clear();  // they point at the old activations
+    generation_ = model_.workspace_generation();
+  }
+  const int n = model_.num_ranks();
+  const StepArenaLayout l = layout(arena_width_);
+  std::vector<StepView> views;
+  for (int r = 0; r < n; ++r) {
+    RETURN_IF_ERROR(fill(r, st, B, W));
+    views.push_back(l.view(arenas_[r].dev.data(), B, B, W, B));
+  }
+  const auto key = std::make_pair(B, W);
+  auto it = graphs_.find(key);
+  if (it == graphs_.end()) {
+    std::vector<std::unique_ptr<BackendGraph>> graphs;
+    RETURN_IF_ERROR(capture(views, kv, &graphs));
+    graphs_.emplace(key, std::move(graphs));
+    return model_.backend(0).make_current();
+  }
+  for (int r = 0; r < n; ++r) {
+    RETURN_IF_ERROR(model_.backend(r).make_current());
+    RETURN_IF_ERROR(model_.backend(r).launch_graph(*it->second[r]));
+  }
+  return model_.backend(0).make_current();
+}
+
+}  // namespace lancet

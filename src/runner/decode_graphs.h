@@ -1,0 +1,67 @@
+// Decode steps replayed as captured backend graphs (CUDA graphs). A decode step runs every
+// layer's kernels for one token per sequence; launching them one by one costs more CPU time
+// than the GPU needs to run them at small batches. Each (batch bucket, block-table width
+// bucket) gets one graph per rank, captured the first time it is needed over fixed metadata
+// buffers (with tensor parallelism every rank captures at once, its all-reduces included); a
+// step then pads its batch to the bucket, copies its metadata into each rank's buffers with
+// one copy, and replays the graphs. Padding rows decode token 0 at position 0 into no cache
+// slot (slot -1) and are never returned.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/status.h"
+#include "model/kv_buffers.h"
+#include "model/llama_model.h"
+#include "model/step.h"
+#include "runner/step_upload.h"
+
+namespace lancet {
+
+class DecodeGraphs {
+ public:
+  // Batches above this run eagerly (large batches are GEMM-bound; launches matter little).
+  static constexpr int64_t kMaxBatch = 256;
+
+  // The model's ranks must all support graphs.
+  DecodeGraphs(LlamaModel& model, int32_t block_size);
+
+  // A step the graphs take: every sequence computes one token and wants its logits, and the
+  // batch fits kMaxBatch.
+  static bool eligible(const StepMetadata& st);
+  // The batch bucket a step of n sequences pads to, and the table width for max_blocks.
+  static int64_t batch_bucket(int64_t n);
+  static int64_t width_bucket(int64_t max_blocks);
+
+  // Enqueues the step on every rank (capturing its graphs first if needed); its logits rows
+  // [0, num_seqs) are then in each rank's logits buffer, as LlamaModel::enqueue leaves them.
+  Status run(const StepMetadata& st, std::span<KvBuffers* const> kv);
+  int64_t num_graphs() const { return static_cast<int64_t>(graphs_.size()); }
+
+ private:
+  struct Arena {
+    Buffer host, dev;  // metadata arena (host pinned where the backend has it)
+  };
+  // The metadata arrays in the arena, for kMaxBatch rows and width columns.
+  StepArenaLayout layout(int64_t width) const;
+  Status ensure_arena(int64_t width);
+  // Rank r's padded copy of the step into its arena.
+  Status fill(int r, const StepMetadata& st, int64_t B, int64_t W);
+  Status capture(std::span<const StepView> views, std::span<KvBuffers* const> kv,
+                 std::vector<std::unique_ptr<BackendGraph>>* graphs);
+
+  LlamaModel& model_;
+  int64_t max_width_;
+  int64_t arena_width_ = 0;
+  uint64_t generation_ = 0;  // the model's workspace the graphs point at
+  std::vector<Arena> arenas_;  // one per rank
+  std::map<std::pair<int64_t, int64_t>, std::vector<std::unique_ptr<BackendGraph>>> graphs_;
+};
+
+}  // namespace lancet

@@ -1,0 +1,114 @@
+// LlamaExecutor: batch -> StepMetadata (once) -> each rank's view -> forward -> logits rows or
+// device-sampled tokens.
+#include "runner/llama_executor.h"
+
+#include <algorithm>
+#include <string>
+
+#include "runner/step_builder.h"
+
+namespace lancet {
+
+StatusOr<std::unique_ptr<LlamaExecutor>> LlamaExecutor::create(LlamaModel& model, const KvBlockConfig& blocks,
+                                                               DType kv_dtype, const LlamaExecutorOptions& opts) {
+  std::unique_ptr<LlamaExecutor> e(new LlamaExecutor(model, blocks));
+  bool graphs = opts.decode_graphs;
+  for (int r = 0; r < model.num_ranks(); ++r) {
+    Backend& be = model.backend(r);
+    RETURN_IF_ERROR(be.make_current());
+    auto kv = KvBuffers::create(be, model.kv_buffer_config(r, blocks, kv_dtype));
+    if (!kv.ok()) return model.num_ranks() > 1 ? kv.status().with_context("rank " + std::to_string(r)) : kv.status();
+    e->kv_ptrs_.push_back(kv->get());
+    e->kv_.push_back(std::move(*kv));
+    e->uploaders_.push_back(std::make_unique<StepUploader>(be));
+    graphs = graphs && be.supports_graphs();
+  }
+  RETURN_IF_ERROR(model.backend(0).make_current());
+  if (graphs) e->graphs_ = std::make_unique<DecodeGraphs>(model, blocks.block_size);
+  return e;
+}
+
+LlamaExecutor::~LlamaExecutor() = default;
+
+Status LlamaExecutor::set_kv_scales(const std::vector<float>& k, const std::vector<float>& v) {
+  for (auto& kv : kv_) RETURN_IF_ERROR(kv->set_scales(k, v));
+  return OkStatus();
+}
+
+Status LlamaExecutor::check_step(const StepMetadata& st) const {
+  const int64_t max_len = model_.max_model_len(), vocab = model_.config().vocab_size;
+  for (int32_t p : st.positions)
+    if (p >= max_len)
+      return OutOfRange("forward: position " + std::to_string(p) + " past max_model_len " + std::to_string(max_len));
+  for (int32_t id : st.token_ids)
+    if (id < 0 || id >= vocab) return InvalidArgument("forward: token id " + std::to_string(id) + " outside the vocabulary");
+  if (!kv_[0]->has_scales())
+    return FailedPrecondition("forward: the fp8 kv cache has no K/V scales (set them from the checkpoint or a calibration)");
+  return OkStatus();
+}
+
+Status LlamaExecutor::run_step(std::span<const SeqStepInput> batch, StepMetadata* st) {
+  ASSIGN_OR_RETURN(*st, build_step(blocks_.block_size, blocks_.num_blocks, batch));
+  if (st->num_tokens == 0) return OkStatus();
+  RETURN_IF_ERROR(check_step(*st));
+  if (graphs_ && !model_.observing() && DecodeGraphs::eligible(*st)) {
+    RETURN_IF_ERROR(graphs_->run(*st, kv_ptrs_));
+  } else {
+    RETURN_IF_ERROR(model_.ensure_workspace(st->num_tokens, st->num_logits_rows));
+    std::vector<StepView> views;
+    for (int r = 0; r < model_.num_ranks(); ++r) {
+      RETURN_IF_ERROR(model_.backend(r).make_current());
+      ASSIGN_OR_RETURN(StepView v, uploaders_[r]->upload(*st, model_.layout(r)));
+      views.push_back(v);
+    }
+    RETURN_IF_ERROR(model_.backend(0).make_current());
+    RETURN_IF_ERROR(model_.enqueue(views, kv_ptrs_));
+  }
+  return model_.gather_logits(st->num_logits_rows);
+}
+
+Status LlamaExecutor::execute(std::span<const SeqStepInput> batch, std::vector<float>* logits) {
+  return execute_sampled(batch, {}, nullptr, logits);
+}
+
+Status LlamaExecutor::execute_sampled(std::span<const SeqStepInput> batch, std::span<const DeviceSampleRow> device,
+                                      std::vector<int32_t>* tokens, std::vector<float>* host_logits) {
+  host_logits->clear();
+  if (tokens) tokens->assign(device.size(), -1);
+  Backend& be = model_.backend(0);
+  if (!device.empty() && !be.supports_device_sampling())
+    return FailedPrecondition(std::string("forward_sampled: the ") + be.name() + " backend has no device sampling");
+  int64_t R = 0;
+  for (const SeqStepInput& s : batch) R += s.logits_rows();
+  const int64_t V = model_.config().vocab_size;
+  std::vector<uint8_t> on_device(static_cast<size_t>(R), 0);
+  for (const DeviceSampleRow& d : device) {
+    if (d.row < 0 || d.row >= R || on_device[d.row])
+      return InvalidArgument("forward_sampled: device row " + std::to_string(d.row) +
+                             " is outside the step's logits rows or named twice");
+    on_device[d.row] = 1;
+  }
+  StepMetadata st;
+  RETURN_IF_ERROR(run_step(batch, &st));
+  if (st.num_tokens == 0) return OkStatus();
+  const float* d_logits = model_.logits_device();
+  if (!device.empty()) RETURN_IF_ERROR(be.sample_rows(d_logits, R, V, device, tokens->data()));
+  // The other rows, one copy per run of consecutive rows.
+  host_logits->resize(static_cast<size_t>((R - static_cast<int64_t>(device.size())) * V));
+  int64_t out = 0;
+  for (int64_t r = 0; r < R;) {
+    if (on_device[r]) {
+      ++r;
+      continue;
+    }
+    int64_t e = r;
+    while (e < R && !on_device[e]) ++e;
+    RETURN_IF_ERROR(be.copy_to_host(host_logits->data() + out * V, d_logits + r * V,
+                                    static_cast<size_t>((e - r) * V) * sizeof(float)));
+    out += e - r;
+    r = e;
+  }
+  return be.synchronize();
+}
+
+}  // namespace lancet

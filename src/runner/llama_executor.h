@@ -1,0 +1,61 @@
+// ModelExecutor over the Llama model on its one or N ranks: each rank's KV buffers (its KV
+// heads of the same blocks, block ids from the engine's src/kv allocator), the one conversion
+// of the batch to the step's metadata, one packed upload per rank, decode-graph replay where it
+// applies, the forward pass, and the logits (or device-sampled tokens) of the rows asked for.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "model/kv_buffers.h"
+#include "model/llama_model.h"
+#include "runner/decode_graphs.h"
+#include "runner/model_executor.h"
+#include "runner/step_upload.h"
+
+namespace lancet {
+
+struct LlamaExecutorOptions {
+  // Replay decode steps as captured graphs on backends that have them (runner/decode_graphs.h).
+  bool decode_graphs = true;
+};
+
+class LlamaExecutor : public ModelExecutor {
+ public:
+  // KV buffers of blocks.num_blocks blocks on every rank of `model` (which must outlive this).
+  static StatusOr<std::unique_ptr<LlamaExecutor>> create(LlamaModel& model, const KvBlockConfig& blocks,
+                                                         DType kv_dtype = DType::kF32,
+                                                         const LlamaExecutorOptions& opts = {});
+  ~LlamaExecutor() override;
+
+  int64_t vocab_size() const override { return model_.config().vocab_size; }
+  int32_t block_size() const override { return blocks_.block_size; }
+  int64_t num_blocks() const override { return blocks_.num_blocks; }
+  Status execute(std::span<const SeqStepInput> batch, std::vector<float>* logits) override;
+  bool supports_device_sampling() const override { return model_.backend(0).supports_device_sampling(); }
+  Status execute_sampled(std::span<const SeqStepInput> batch, std::span<const DeviceSampleRow> device,
+                         std::vector<int32_t>* tokens, std::vector<float>* host_logits) override;
+
+  // FP8 caches: the per-layer K and V scales, set on every rank's buffers.
+  Status set_kv_scales(const std::vector<float>& k_scales, const std::vector<float>& v_scales);
+  const KvBuffers& kv(int rank) const { return *kv_.at(rank); }
+  LlamaModel& model() { return model_; }
+  int64_t num_decode_graphs() const { return graphs_ ? graphs_->num_graphs() : 0; }
+
+ private:
+  LlamaExecutor(LlamaModel& model, const KvBlockConfig& blocks) : model_(model), blocks_(blocks) {}
+  // Checks the step and enqueues it on every rank (replaying decode graphs where they fit);
+  // its logits rows [0, num_logits_rows) are in model().logits_device() afterwards.
+  Status run_step(std::span<const SeqStepInput> batch, StepMetadata* st);
+  Status check_step(const StepMetadata& st) const;
+
+  LlamaModel& model_;
+  KvBlockConfig blocks_;
+  std::vector<std::unique_ptr<KvBuffers>> kv_;       // one per rank
+  std::vector<KvBuffers*> kv_ptrs_;
+  std::vector<std::unique_ptr<StepUploader>> uploaders_;  // one per rank: steps that run eagerly
+  std::unique_ptr<DecodeGraphs> graphs_;                  // null when disabled or unsupported
+};
+
+}  // namespace lancet

@@ -1,0 +1,102 @@
+// ModelRunner: the device/host routing of a step's rows, host sampling, verification rows.
+#include "runner/model_runner.h"
+
+#include <string>
+
+#include "core/thread_pool.h"
+
+namespace lancet {
+namespace {
+
+// The device sampler's settings for a sequence's next token: sample_token's seed and counter
+// (the number of output tokens so far), so either path draws the same token.
+DeviceSampleRow device_sample_row(const SamplingParams& p, const SampleContext& ctx, int64_t row) {
+  DeviceSampleRow d;
+  d.row = static_cast<int32_t>(row);
+  d.temperature = p.greedy() ? 0.0f : p.temperature;
+  d.top_k = p.top_k;
+  d.top_p = p.top_p;
+  d.min_p = p.min_p;
+  d.seed = ctx.seed;
+  d.counter = static_cast<uint64_t>(ctx.output_tokens.size());
+  return d;
+}
+
+}  // namespace
+
+bool needs_host_logits(const SamplingParams& p, const SampleContext& ctx) {
+  if (p.logprobs >= 0 || !p.logit_bias.empty() || p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f ||
+      p.frequency_penalty != 0.0f)
+    return true;
+  return static_cast<int64_t>(ctx.output_tokens.size()) < p.min_tokens &&
+         (!ctx.eos_token_ids.empty() || !p.stop_token_ids.empty());
+}
+
+Status ModelRunner::execute(std::span<const RunnerSeq> batch, RunnerOutput* out) {
+  const int64_t V = exec_.vocab_size();
+  out->samples.assign(batch.size(), SampleResult{});
+  out->verify_row.assign(batch.size(), -1);
+  out->verify_logits.clear();
+  std::vector<SeqStepInput> inputs;
+  inputs.reserve(batch.size());
+  // Plain rows are sampled where the logits are when the executor can (only their tokens
+  // come back); the others get host logits, packed in row order.
+  std::vector<DeviceSampleRow> device;
+  std::vector<size_t> device_seq;
+  std::vector<std::pair<size_t, int64_t>> host_sampled;  // (sequence, first host row)
+  int64_t row = 0, host_rows = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const RunnerSeq& s = batch[i];
+    inputs.push_back(s.input);
+    const int64_t rows = s.input.logits_rows();
+    if (rows == 0) continue;
+    if (!s.verify && exec_.supports_device_sampling() && !needs_host_logits(*s.params, s.ctx)) {
+      device.push_back(device_sample_row(*s.params, s.ctx, row + rows - 1));
+      device_seq.push_back(i);
+    } else if (s.verify) {
+      out->verify_row[i] = host_rows;
+    } else {
+      host_sampled.emplace_back(i, host_rows + rows - 1);
+    }
+    if (device_seq.empty() || device_seq.back() != i) host_rows += rows;
+    row += rows;
+  }
+  std::vector<float> logits;
+  std::vector<int32_t> tokens;
+  Status st = device.empty() ? exec_.execute(inputs, &logits) : exec_.execute_sampled(inputs, device, &tokens, &logits);
+  RETURN_IF_ERROR(st);
+  if (static_cast<int64_t>(logits.size()) < host_rows * V || tokens.size() != device.size())
+    return Internal("the model returned " + std::to_string(logits.size()) + " logits and " +
+                    std::to_string(tokens.size()) + " tokens; the step needs " + std::to_string(host_rows) +
+                    " rows of logits and " + std::to_string(device.size()) + " tokens");
+  for (size_t j = 0; j < device.size(); ++j) {
+    if (tokens[j] < 0 || tokens[j] >= V)
+      return Internal("device sampling returned token " + std::to_string(tokens[j]) + ", outside the vocabulary");
+    out->samples[device_seq[j]].token = tokens[j];
+  }
+  sample_on_host(batch, host_sampled, logits, out);
+  out->verify_logits = std::move(logits);
+  return OkStatus();
+}
+
+void ModelRunner::sample_on_host(std::span<const RunnerSeq> batch, const std::vector<std::pair<size_t, int64_t>>& rows,
+                                 const std::vector<float>& logits, RunnerOutput* out) const {
+  const int64_t V = exec_.vocab_size();
+  auto sample_one = [&](size_t j) {
+    const RunnerSeq& s = batch[rows[j].first];
+    const float* base = logits.data() + rows[j].second * V;
+    out->samples[rows[j].first] = sample_token(std::span<const float>(base, V), *s.params, s.ctx);
+  };
+  // Plain sampling is independent per sequence (the sampler is pure; each sequence has its own
+  // seed) and costs a pass over the vocabulary each: spread it over the thread pool, which
+  // matters at large batches of large vocabularies.
+  if (rows.size() >= 8) {
+    default_thread_pool().parallel_for(static_cast<int64_t>(rows.size()), [&](int64_t b, int64_t e, int) {
+      for (int64_t j = b; j < e; ++j) sample_one(static_cast<size_t>(j));
+    });
+  } else {
+    for (size_t j = 0; j < rows.size(); ++j) sample_one(j);
+  }
+}
+
+}  // namespace lancet

@@ -1,0 +1,62 @@
+// The model runner: one step of scheduled sequences in, sampled tokens (with logprobs) out.
+// It routes each row that needs a token to device sampling where the executor has it and the
+// request asks for nothing a device draw cannot give (logprobs, logit_bias, penalties,
+// min_tokens masking), samples the other rows on the host (over the thread pool at large
+// batches), and hands back the logits rows of speculative verification untouched. The
+// executor behind it (runner/llama_executor.h: N ranks of backend, weight shard, KV buffers
+// and communicator, N = 1 without tensor parallelism) builds the step's metadata once.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/status.h"
+#include "runner/model_executor.h"
+#include "runner/sampler.h"
+
+namespace lancet {
+
+// One scheduled sequence as the runner reads it.
+struct RunnerSeq {
+  SeqStepInput input;
+  // With logits rows: verify = false samples the last row into a token (params and ctx say
+  // how); verify = true returns the rows (speculative verification scores them).
+  bool verify = false;
+  const SamplingParams* params = nullptr;
+  SampleContext ctx;
+};
+
+struct RunnerOutput {
+  // [batch]: the token of each sampled sequence (token -1 for the others).
+  std::vector<SampleResult> samples;
+  // The logits rows of the verified sequences, in batch order: [rows, vocab]; verify_row[i]
+  // is sequence i's first row (-1 when it is not verified).
+  std::vector<float> verify_logits;
+  std::vector<int64_t> verify_row;
+};
+
+class ModelRunner {
+ public:
+  explicit ModelRunner(ModelExecutor& executor) : exec_(executor) {}
+
+  int64_t vocab_size() const { return exec_.vocab_size(); }
+  int32_t block_size() const { return exec_.block_size(); }
+  int64_t num_blocks() const { return exec_.num_blocks(); }
+
+  // Runs the step; a model failure is returned (nothing in `out` is then meaningful).
+  Status execute(std::span<const RunnerSeq> batch, RunnerOutput* out);
+
+ private:
+  // Host sampling of the sequences in `rows` (index into batch, first host logits row).
+  void sample_on_host(std::span<const RunnerSeq> batch, const std::vector<std::pair<size_t, int64_t>>& rows,
+                      const std::vector<float>& logits, RunnerOutput* out) const;
+
+  ModelExecutor& exec_;
+};
+
+// True when a sampled row needs its logits on the host: logprobs, logit_bias, penalties, or
+// eos masking while min_tokens are not out yet (process_logits changes the logits for those).
+bool needs_host_logits(const SamplingParams& params, const SampleContext& ctx);
+
+}  // namespace lancet

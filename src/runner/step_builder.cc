@@ -1,0 +1,79 @@
+// build_step: flattens the batch into the arrays the backend ops read (host copies;
+// StepUploader or the decode graphs move them to each rank's backend).
+#include "runner/step_builder.h"
+
+#include <algorithm>
+#include <climits>
+#include <string>
+
+namespace lancet {
+namespace {
+
+// Which of the sequence's new tokens need logits: 1 for each row, in token order.
+Status logits_flags(const SeqStepInput& s, size_t si, std::vector<uint8_t>* want) {
+  const int64_t n = static_cast<int64_t>(s.tokens.size());
+  want->assign(static_cast<size_t>(n), 0);
+  if (!s.logits_offsets.empty()) {
+    int32_t prev = -1;
+    for (int32_t off : s.logits_offsets) {
+      if (off < 0 || off >= n || off <= prev)
+        return OutOfRange("step: logits offset " + std::to_string(off) + " of sequence " + std::to_string(si) +
+                          " outside its " + std::to_string(n) + " new tokens or not increasing");
+      (*want)[off] = 1;
+      prev = off;
+    }
+    return OkStatus();
+  }
+  const int64_t rows = s.logits_rows();
+  if (rows > n)
+    return InvalidArgument("step: sequence " + std::to_string(si) + " asks for more logits rows than it has new tokens");
+  for (int64_t i = n - rows; i < n; ++i) (*want)[i] = 1;
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<StepMetadata> build_step(int32_t bs, int64_t num_blocks, std::span<const SeqStepInput> batch) {
+  StepMetadata m;
+  m.num_seqs = static_cast<int64_t>(batch.size());
+  m.query_start.push_back(0);
+  std::vector<uint8_t> want;
+  for (size_t si = 0; si < batch.size(); ++si) {
+    const SeqStepInput& s = batch[si];
+    const std::span<const int32_t> table = s.block_table;
+    const int64_t n = static_cast<int64_t>(s.tokens.size());
+    if (s.start_pos < 0) return InvalidArgument("step: sequence " + std::to_string(si) + " has a bad token range");
+    const int64_t ctx = s.start_pos + n;
+    if (ctx > INT32_MAX) return OutOfRange("step: context too long");
+    const int64_t need = (ctx + bs - 1) / bs;
+    if (static_cast<int64_t>(table.size()) < need)
+      return InvalidArgument("step: block table of sequence " + std::to_string(si) + " covers " +
+                             std::to_string(table.size() * bs) + " tokens, needs " + std::to_string(ctx));
+    for (int64_t b = 0; b < need; ++b)
+      if (table[b] < 0 || table[b] >= num_blocks)
+        return InvalidArgument("step: block id " + std::to_string(table[b]) + " outside the cache");
+    m.max_blocks_per_seq = std::max<int64_t>(m.max_blocks_per_seq, need);
+    RETURN_IF_ERROR(logits_flags(s, si, &want));
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t pos = s.start_pos + i;
+      if (want[i]) m.logits_rows.push_back(static_cast<int32_t>(m.token_ids.size()));
+      m.token_ids.push_back(s.tokens[i]);
+      m.positions.push_back(static_cast<int32_t>(pos));
+      m.slot_mapping.push_back(static_cast<int64_t>(table[pos / bs]) * bs + pos % bs);
+    }
+    m.query_start.push_back(static_cast<int32_t>(m.token_ids.size()));
+    m.context_lens.push_back(static_cast<int32_t>(ctx));
+  }
+  m.num_tokens = static_cast<int64_t>(m.token_ids.size());
+  m.num_logits_rows = static_cast<int64_t>(m.logits_rows.size());
+  m.max_blocks_per_seq = std::max<int64_t>(m.max_blocks_per_seq, 1);
+  m.block_tables.assign(m.num_seqs * m.max_blocks_per_seq, 0);
+  for (int64_t s = 0; s < m.num_seqs; ++s) {
+    const std::span<const int32_t> t = batch[s].block_table;
+    const int64_t n = std::min<int64_t>(m.max_blocks_per_seq, static_cast<int64_t>(t.size()));
+    std::copy(t.begin(), t.begin() + n, m.block_tables.begin() + s * m.max_blocks_per_seq);
+  }
+  return m;
+}
+
+}  // namespace lancet

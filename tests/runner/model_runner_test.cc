@@ -1,0 +1,145 @@
+// ModelRunner: which rows are sampled on the device, which on the host and which come back as
+// verification logits, with a fake executor whose logits are known, and the checks on what the
+// executor returns.
+#include "runner/model_runner.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace lancet {
+namespace {
+
+constexpr int64_t kVocab = 16;
+
+// Row r of the step's logits peaks at token (r + 1) % kVocab; device sampling returns
+// 10 + row (the runner must map it back to its sequence) unless `bad_token` says otherwise.
+class FakeExecutor : public ModelExecutor {
+ public:
+  explicit FakeExecutor(bool device) : device_(device) {}
+  int64_t vocab_size() const override { return kVocab; }
+  int32_t block_size() const override { return 16; }
+  int64_t num_blocks() const override { return 8; }
+  bool supports_device_sampling() const override { return device_; }
+  Status execute(std::span<const SeqStepInput> batch, std::vector<float>* logits) override {
+    return execute_sampled(batch, {}, &tokens_, logits);
+  }
+  Status execute_sampled(std::span<const SeqStepInput> batch, std::span<const DeviceSampleRow> device,
+                         std::vector<int32_t>* tokens, std::vector<float>* host_logits) override {
+    int64_t rows = 0;
+    for (const SeqStepInput& in : batch) rows += in.logits_rows();
+    std::vector<bool> on_device(rows, false);
+    tokens->clear();
+    for (const DeviceSampleRow& d : device) {
+      on_device[d.row] = true;
+      tokens->push_back(bad_token >= 0 ? bad_token : 10 + d.row);
+      device_rows.push_back(d.row);
+    }
+    host_logits->clear();
+    for (int64_t r = 0; r < rows; ++r) {
+      if (on_device[r]) continue;
+      for (int64_t v = 0; v < kVocab; ++v) host_logits->push_back(v == (r + 1) % kVocab ? 5.0f : 0.0f);
+    }
+    return OkStatus();
+  }
+  std::vector<int32_t> device_rows;
+  int32_t bad_token = -1;
+
+ private:
+  bool device_;
+  std::vector<int32_t> tokens_;
+};
+
+struct Batch {
+  std::vector<int32_t> tokens = {1, 2, 3, 4};
+  std::vector<BlockId> table = {0};
+  SamplingParams plain, with_logprobs;
+  std::vector<RunnerSeq> seqs;
+  Batch() {
+    plain.temperature = 0.0f;
+    with_logprobs.temperature = 0.0f;
+    with_logprobs.logprobs = 1;
+    // 0: prefill chunk without logits; 1: decode, plain; 2: decode with logprobs; 3: a
+    // verification of 3 rows; 4: decode, plain.
+    for (int i = 0; i < 5; ++i) {
+      RunnerSeq s;
+      s.input.block_table = table;
+      s.input.tokens = std::span<const int32_t>(tokens).first(i == 3 ? 3 : i == 0 ? 4 : 1);
+      s.input.need_logits = i != 0;
+      s.input.num_logits = i == 3 ? 3 : 0;
+      s.verify = i == 3;
+      s.params = i == 2 ? &with_logprobs : &plain;
+      seqs.push_back(s);
+    }
+  }
+};
+
+TEST(ModelRunner, PlainRowsOnTheDeviceOthersOnTheHost) {
+  FakeExecutor exec(/*device=*/true);
+  ModelRunner runner(exec);
+  Batch b;
+  RunnerOutput out;
+  const Status st = runner.execute(b.seqs, &out);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  // Rows of the step: seq 1 -> 0, seq 2 -> 1, seq 3 -> 2..4, seq 4 -> 5.
+  EXPECT_EQ(exec.device_rows, (std::vector<int32_t>{0, 5}));
+  ASSERT_EQ(out.samples.size(), 5u);
+  EXPECT_EQ(out.samples[0].token, -1);
+  EXPECT_EQ(out.samples[1].token, 10);
+  EXPECT_EQ(out.samples[4].token, 15);
+  // Seq 2 is host row 0 of the host logits (step row 1): its peak is at (1 + 1) % 16.
+  EXPECT_EQ(out.samples[2].token, 2);
+  EXPECT_EQ(out.samples[2].top_logprobs.size(), 1u);
+  // The verification rows: host rows 1..3 (step rows 2..4), returned untouched.
+  EXPECT_EQ(out.verify_row, (std::vector<int64_t>{-1, -1, -1, 1, -1}));
+  ASSERT_GE(out.verify_logits.size(), static_cast<size_t>(4 * kVocab));
+  for (int64_t j = 0; j < 3; ++j) EXPECT_EQ(out.verify_logits[(1 + j) * kVocab + (3 + j) % kVocab], 5.0f);
+}
+
+TEST(ModelRunner, WithoutDeviceSamplingEveryRowIsSampledOnTheHost) {
+  FakeExecutor exec(/*device=*/false);
+  ModelRunner runner(exec);
+  Batch b;
+  RunnerOutput out;
+  const Status st = runner.execute(b.seqs, &out);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  EXPECT_TRUE(exec.device_rows.empty());
+  EXPECT_EQ(out.samples[1].token, 1);  // step row 0
+  EXPECT_EQ(out.samples[2].token, 2);  // step row 1
+  EXPECT_EQ(out.samples[4].token, 6);  // step row 5
+  EXPECT_EQ(out.verify_row[3], 2);
+}
+
+TEST(ModelRunner, DeviceTokenOutsideTheVocabularyIsAnError) {
+  FakeExecutor exec(/*device=*/true);
+  exec.bad_token = static_cast<int32_t>(kVocab);
+  ModelRunner runner(exec);
+  Batch b;
+  RunnerOutput out;
+  const Status s = runner.execute(b.seqs, &out);
+  EXPECT_EQ(s.code(), StatusCode::kInternal);
+  EXPECT_NE(s.to_string().find("outside the vocabulary"), std::string::npos) << s.to_string();
+}
+
+// Rows that need processed logits stay on the host even with device sampling.
+TEST(ModelRunner, HostLogitsRule) {
+  SamplingParams p;
+  SampleContext ctx;
+  EXPECT_FALSE(needs_host_logits(p, ctx));
+  p.logprobs = 0;
+  EXPECT_TRUE(needs_host_logits(p, ctx));
+  p = {};
+  p.repetition_penalty = 1.1f;
+  EXPECT_TRUE(needs_host_logits(p, ctx));
+  p = {};
+  p.min_tokens = 2;
+  const std::vector<int32_t> eos = {7};
+  ctx.eos_token_ids = eos;
+  EXPECT_TRUE(needs_host_logits(p, ctx));
+  const std::vector<int32_t> out = {1, 2};
+  ctx.output_tokens = out;
+  EXPECT_FALSE(needs_host_logits(p, ctx));
+}
+
+}  // namespace
+}  // namespace lancet
