@@ -30,6 +30,7 @@ StatusOr<std::shared_ptr<const GuardRules>> GuardRules::compile(const RulesSpec&
   g->regex_window_ = spec.regex_window;
   std::map<std::string, int32_t> ids;
   std::vector<std::string> keywords;
+  bool backrefs = false;  // numbered back references would change meaning in one alternation
   // Shared checks of one entry's patterns; `owner` says where its matches go.
   auto add_patterns = [&](const std::string& kind, const std::string& id, int line, bool case_sensitive,
                           const std::vector<std::string>& kws, const std::vector<std::string>& res,
@@ -46,6 +47,8 @@ StatusOr<std::shared_ptr<const GuardRules>> GuardRules::compile(const RulesSpec&
       // A pattern that matches the empty string would match everywhere.
       if ((*m)->search("", 0, false).result == RegexMatcher::Result::kMatch)
         return rule_error(spec.source, line, kind, id, "regex '" + r + "' matches the empty string");
+      if ((*m)->has_backreferences()) backrefs = true;
+      g->regex_sources_.push_back(std::string(case_sensitive ? "(?-i:" : "(?i:") + r + ")");
       g->regexes_.push_back(std::move(*m));
       g->regex_owner_.push_back(owner);
     }
@@ -74,6 +77,11 @@ StatusOr<std::shared_ptr<const GuardRules>> GuardRules::compile(const RulesSpec&
     g->allow_exempts_.push_back(std::move(ex));
   }
   g->automaton_ = KeywordAutomaton(keywords);
+  if (g->regexes_.size() > 1 && !backrefs) {
+    std::string all;
+    for (const std::string& s : g->regex_sources_) all += (all.empty() ? "" : "|") + s;
+    if (auto c = RegexMatcher::compile(all, true); c.ok()) g->combined_ = std::move(*c);
+  }
   return std::shared_ptr<const GuardRules>(std::move(g));
 }
 

@@ -72,17 +72,22 @@ class GuardRules {
   const Owner& regex_owner(size_t i) const { return regex_owner_[i]; }
   // Does allow entry `allow` exempt rule `rule`?
   bool exempts(int32_t allow, int32_t rule) const;
+  // All regexes in one alternation (null when there are fewer than two): one search tells
+  // that none of them can match, the common case, instead of one search per regex.
+  const RegexMatcher* combined_regex() const { return combined_.get(); }
   int32_t regex_window() const { return regex_window_; }
   // Bytes a streaming caller may have to hold back at most (longest keyword, regex window).
   int32_t max_holdback() const;
 
  private:
   std::vector<Rule> rules_;
-  std::vector<std::vector<bool>> allow_exempts_;  // [allow][rule]
+  std::vector<std::vector<bool>> allow_exempts_;
+  std::vector<std::string> regex_sources_;  // inline-flagged, for the combined pattern  // [allow][rule]
   KeywordAutomaton automaton_;
   std::vector<Owner> keyword_owner_;
   std::vector<std::unique_ptr<RegexMatcher>> regexes_;
   std::vector<Owner> regex_owner_;
+  std::unique_ptr<RegexMatcher> combined_;
   int32_t regex_window_ = 256;
 };
 

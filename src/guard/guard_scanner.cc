@@ -49,7 +49,17 @@ void GuardScanner::add_match(const GuardRules::Owner& owner, uint64_t start, uin
 void GuardScanner::scan_regexes(bool final) {
   const uint64_t end = kw_state_.offset;
   const uint64_t window = static_cast<uint64_t>(rules_->regex_window());
-  for (size_t r = 0; r < rules_->num_regexes(); ++r) {
+  bool skip = false;
+  if (const RegexMatcher* all = rules_->combined_regex()) {
+    uint64_t from = end;
+    for (uint64_t n : regex_next_) from = std::min(from, n);
+    const size_t at = static_cast<size_t>(std::max(from, tail_base_) - tail_base_);
+    if (all->search(tail_, at, /*partial=*/!final).result == RegexMatcher::Result::kNone) {
+      std::fill(regex_next_.begin(), regex_next_.end(), end);
+      skip = true;
+    }
+  }
+  for (size_t r = 0; r < rules_->num_regexes() && !skip; ++r) {
     const RegexMatcher& re = rules_->regex(r);
     size_t from = static_cast<size_t>(std::max(regex_next_[r], tail_base_) - tail_base_);
     for (;;) {
@@ -132,6 +142,18 @@ void GuardScanner::finish() {
   decide(UINT64_MAX);
 }
 
+void GuardScanner::scan_all(std::string_view text) {
+  note_languages(text);
+  kw_matches_.clear();
+  rules_->keywords().scan(text, &kw_state_, &kw_matches_);
+  for (const auto& m : kw_matches_) add_match(rules_->keyword_owner(m.pattern), m.start, m.end);
+  if (rules_->num_regexes() > 0) {
+    tail_.append(text);
+    scan_regexes(/*final=*/true);
+  }
+  decide(UINT64_MAX);
+}
+
 uint64_t GuardScanner::safe_end() const {
   if (block_) return block_->start;
   uint64_t end = std::min(frontier_, kw_state_.offset);
@@ -141,8 +163,7 @@ uint64_t GuardScanner::safe_end() const {
 
 Verdict scan_text(const GuardRules& rules, std::string_view text) {
   GuardScanner s(&rules);
-  s.feed(text);
-  s.finish();
+  s.scan_all(text);
   return Verdict{s.hits(), s.block()};
 }
 

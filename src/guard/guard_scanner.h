@@ -31,6 +31,8 @@ class GuardScanner {
   void feed(std::string_view chunk);
   // The text has ended: every remaining candidate is decided.
   void finish();
+  // The whole text at once (feed + finish without partial-match bookkeeping: faster).
+  void scan_all(std::string_view text);
 
   // Decided rule matches, in the order they were decided.
   const std::vector<Hit>& hits() const { return hits_; }

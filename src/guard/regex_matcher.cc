@@ -49,6 +49,14 @@ StatusOr<std::unique_ptr<RegexMatcher>> RegexMatcher::compile(const std::string&
   return m;
 }
 
+bool RegexMatcher::has_backreferences() const {
+  uint32_t n = 0;
+  pcre2_pattern_info(impl_->code, PCRE2_INFO_BACKREFMAX, &n);
+  return n > 0;
+}
+
+bool RegexMatcher::jit_compiled() const { return impl_->jit; }
+
 RegexMatcher::~RegexMatcher() {
   if (impl_ && impl_->code) pcre2_code_free(impl_->code);
 }

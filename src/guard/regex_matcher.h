@@ -31,6 +31,8 @@ class RegexMatcher {
   // First match at or after `from` in `subject` (bytes before `from` serve lookbehinds). With
   // `partial`, a match cut off by the subject's end is reported as kPartial (hard partial
   // matching: it wins over a complete match that would start later).
+  bool has_backreferences() const;
+  bool jit_compiled() const;
   Found search(std::string_view subject, size_t from, bool partial) const;
 
  private:
