@@ -20,6 +20,7 @@
 #include "cli/parse_args.h"
 #include "cli/runtime_flags.h"
 #include "engine/runtime.h"
+#include "guard/guard_rules.h"
 #include "server/config_file.h"
 #include "server/http_guards.h"
 #include "server/http_server.h"
@@ -60,6 +61,7 @@ bool expand_config(int argc, char** argv, std::vector<std::string>* args) {
 // List-valued flags, kept as text until CLI11 is done (they take "a,b" or a JSON list).
 struct ListFlags {
   std::string allowed_origins, allowed_hosts;
+  std::string guard_rules;  // a file, compiled once CLI11 is done
 };
 
 void add_server_flags(CLI::App& app, server::ServerConfig* sc, ListFlags* lists, bool* no_chat_page) {
@@ -90,6 +92,8 @@ void add_server_flags(CLI::App& app, server::ServerConfig* sc, ListFlags* lists,
   app.add_option("--allowed-hosts", lists->allowed_hosts,
                  "Host header names accepted without --api-key, comma-separated; * = any (default: addresses, "
                  "localhost and the --host name)");
+  app.add_option("--guard-rules", lists->guard_rules,
+                 "YAML content rules (keywords, regexes, allow-lists) for prompts and outputs (docs/GUARD.md)");
   app.add_flag("--disable-chat-page", *no_chat_page, "do not serve the chat page at /");
 }
 
@@ -133,6 +137,14 @@ int parse_serve_flags(int argc, char** argv, RuntimeConfig* rc, server::ServerCo
       return 2;
     }
     *list = std::move(*parsed);
+  }
+  if (!lists.guard_rules.empty()) {
+    auto rules = guard::load_guard_rules(lists.guard_rules);
+    if (!rules.ok()) {
+      std::fprintf(stderr, "lancet serve: --guard-rules: %s\n", rules.status().message().c_str());
+      return 2;
+    }
+    sc->guard_rules = std::move(*rules);
   }
   sc->limits.max_logprobs = rc->max_logprobs;
   for (const Status& st : {rc->validate(), sc->validate()}) {

@@ -49,6 +49,7 @@ CompletionSession::CompletionSession(ServingModel* model, Metrics* metrics, ApiR
 CompletionSession::~CompletionSession() {
   for (auto& s : streams_)
     if (s && !s->done()) s->cancel();
+  if (guard_ && metrics_) metrics_->observe_guard_seconds(guard_seconds_);
   if (streams_.empty() || !metrics_) return;
   RequestObservation obs;
   if (have_first_token_) obs.ttft_s = seconds(first_token_ - start_);
@@ -86,7 +87,76 @@ std::optional<ApiError> CompletionSession::encode_prompts(std::vector<std::vecto
   return std::nullopt;
 }
 
+void CompletionSession::count_hits(const std::vector<guard::Hit>& hits, size_t from, const char* where) {
+  for (size_t i = from; i < hits.size(); ++i) {
+    if (!guard_counted_.emplace(hits[i].rule, where).second || !metrics_) continue;
+    const guard::GuardRules::Rule& r = guard_->rules()[static_cast<size_t>(hits[i].rule)];
+    metrics_->count_guard_match(r.id, guard::action_name(r.action), where);
+  }
+}
+
+std::optional<ApiError> CompletionSession::guard_prompts() {
+  std::vector<std::string> texts;
+  if (chat()) {
+    std::string all;
+    for (const auto& m : req_.messages) {
+      if (!m.contains("content") || !m["content"].is_string()) continue;
+      if (!all.empty()) all += '\n';
+      all += m["content"].get<std::string>();
+    }
+    texts.push_back(std::move(all));
+  } else {
+    texts = req_.text_prompts;
+    if (model_->has_tokenizer())
+      for (const auto& ids : req_.token_prompts) texts.push_back(model_->decode(ids));
+  }
+  const Clock::time_point t0 = Clock::now();
+  std::optional<ApiError> err;
+  for (const std::string& t : texts) {
+    const guard::Verdict v = guard::scan_text(*guard_, t);
+    count_hits(v.hits, 0, "prompt");
+    if (v.block && !err) {
+      const std::string& id = guard_->rules()[static_cast<size_t>(v.block->rule)].id;
+      err = ApiError{400, "the prompt was blocked by content rule '" + id + "'", "invalid_request_error",
+                     chat() ? "messages" : "prompt", "content_filter"};
+    }
+  }
+  guard_seconds_ += seconds(Clock::now() - t0);
+  return err;
+}
+
+void CompletionSession::guard_output(size_t prompt, Choice& c, bool last, ChunkFields* delta) {
+  const Clock::time_point t0 = Clock::now();
+  const size_t seen = static_cast<size_t>(c.guard->bytes_seen());
+  c.guard->feed(std::string_view(c.text).substr(seen));
+  if (last) c.guard->finish();
+  count_hits(c.guard->hits(), c.hits_counted, "output");
+  c.hits_counted = c.guard->hits().size();
+  guard_seconds_ += seconds(Clock::now() - t0);
+  if (const auto& block = c.guard->block()) {
+    c.text.resize(static_cast<size_t>(block->start));
+    delta->content = c.text.substr(std::min(c.sent, c.text.size()));
+    c.sent = c.text.size();
+    c.finished = true;
+    c.finish_reason = "content_filter";
+    delta->finish_reason = c.finish_reason;
+    // The engine request ends (and frees its KV) once none of its choices is still wanted.
+    const size_t n = static_cast<size_t>(req_.params.n);
+    bool all = true;
+    for (size_t i = prompt * n; i < (prompt + 1) * n; ++i) all = all && choices_[i].finished;
+    if (all) streams_[prompt]->cancel();
+    return;
+  }
+  const size_t release = last ? c.text.size() : static_cast<size_t>(c.guard->safe_end());
+  if (release > c.sent) {
+    delta->content = c.text.substr(c.sent, release - c.sent);
+    c.sent = release;
+  }
+}
+
 std::optional<ApiError> CompletionSession::submit() {
+  if (guard_)
+    if (auto e = guard_prompts()) return e;
   std::vector<std::vector<int32_t>> prompts;
   if (auto e = encode_prompts(&prompts)) return e;
   const int64_t max_len = model_->max_model_len();
@@ -117,6 +187,8 @@ std::optional<ApiError> CompletionSession::submit() {
   }
   cached_.assign(streams_.size(), 0);
   choices_.resize(streams_.size() * static_cast<size_t>(req_.params.n));
+  if (guard_)
+    for (Choice& c : choices_) c.guard = std::make_unique<guard::GuardScanner>(guard_);
   return std::nullopt;
 }
 
@@ -124,6 +196,8 @@ void CompletionSession::apply(size_t prompt, const TokenEvent& ev, ChunkFields* 
   const size_t idx = prompt * static_cast<size_t>(req_.params.n) + static_cast<size_t>(ev.index);
   assert(idx < choices_.size());
   Choice& c = choices_[idx];
+  delta->index = static_cast<int32_t>(idx);
+  if (c.finished) return;  // cut by the content rules; the engine request is ending
   const Clock::time_point now = Clock::now();
   cached_[prompt] = std::max<int64_t>(cached_[prompt], ev.cached_prompt_tokens);
   c.spec_draft_tokens = std::max<int64_t>(c.spec_draft_tokens, ev.spec_draft_tokens);
@@ -146,7 +220,12 @@ void CompletionSession::apply(size_t prompt, const TokenEvent& ev, ChunkFields* 
     }
   }
   c.text += ev.text;
-  delta->content = ev.text;
+  if (c.guard) {
+    guard_output(prompt, c, ev.finished, delta);
+    if (c.finished) return;
+  } else {
+    delta->content = ev.text;
+  }
   if (ev.finished) {
     c.finished = true;
     c.finish_reason = finish_reason_name(ev.finish_reason);

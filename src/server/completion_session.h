@@ -11,9 +11,11 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "guard/guard_scanner.h"
 #include "server/metrics.h"
 #include "server/openai_json.h"
 #include "server/serving_model.h"
@@ -35,6 +37,10 @@ class CompletionSession {
   CompletionSession(const CompletionSession&) = delete;
   CompletionSession& operator=(const CompletionSession&) = delete;
 
+  // Content rules (docs/GUARD.md): a blocked prompt fails submit() with 400 "content_filter";
+  // output is released only up to what the rules have cleared, and a blocked output ends its
+  // choice with finish_reason "content_filter", cut before the match.
+  void set_guard(const guard::GuardRules* rules) { guard_ = rules; }
   // Without one, a gone client is noticed only when a stream write fails.
   void set_client_gone(ClientGone check) { client_gone_ = std::move(check); }
   // Encodes, checks and submits. Errors: 400 bad prompt / too long, 503 shutting down, 429
@@ -58,6 +64,9 @@ class CompletionSession {
     int64_t spec_accepted_tokens = 0;
     Clock::time_point last_token;
     bool finished = false;
+    std::unique_ptr<guard::GuardScanner> guard;  // null without rules
+    size_t sent = 0;                             // bytes of text released to the client
+    size_t hits_counted = 0;
   };
   std::optional<ApiError> encode_prompts(std::vector<std::vector<int32_t>>* prompts);
   // Applies one event to its choice; fills the stream delta for it.
@@ -67,6 +76,11 @@ class CompletionSession {
   // deadline, the client check and (streaming, `keepalive` set) keep-alive comments.
   Next next_event(size_t p, TokenEvent* ev, const Writer* keepalive);
   void cancel_all();
+  // The prompt texts through the rules; the first block is the error.
+  std::optional<ApiError> guard_prompts();
+  // Output text of a choice through its scanner; fills delta->content with what is cleared.
+  void guard_output(size_t prompt, Choice& c, bool last, ChunkFields* delta);
+  void count_hits(const std::vector<guard::Hit>& hits, size_t from, const char* where);
   std::string token_string(int32_t id) const;
   Usage usage() const;
   bool chat() const { return req_.kind == ApiKind::kChat; }
@@ -90,6 +104,9 @@ class CompletionSession {
   std::vector<double> itl_;
   bool model_error_ = false;
   bool timed_out_ = false;
+  const guard::GuardRules* guard_ = nullptr;
+  double guard_seconds_ = 0;
+  std::set<std::pair<int32_t, std::string>> guard_counted_;  // (rule, where) once per request
 };
 
 }  // namespace lancet::server

@@ -142,6 +142,7 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, const std:
   // session may check it whenever it waits.
   const ClientConnection conn =
       ClientConnection::find(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+  if (config.guard_rules) session->set_guard(config.guard_rules.get());
   if (conn.found()) session->set_client_gone([conn] { return conn.closed(); });
   if (auto e = session->submit()) return send_error(res, *e);
   if (!stream) {

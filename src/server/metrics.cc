@@ -14,6 +14,9 @@ const std::vector<double> kTtftBuckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 
                                           0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0};
 const std::vector<double> kItlBuckets = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
                                          0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
+// Guard time per request: tens of microseconds for typical prompts, up to a millisecond.
+const std::vector<double> kGuardBuckets = {0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005,
+                                           0.001,   0.0025,   0.005,   0.01,   0.025};
 const std::vector<double> kE2eBuckets = {0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0,
                                          20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0};
 const std::vector<double> kTokenBuckets = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000,
@@ -75,7 +78,24 @@ Metrics::Metrics()
       tpot_(kItlBuckets),
       e2e_(kE2eBuckets),
       prompt_len_(kTokenBuckets),
-      gen_len_(kTokenBuckets) {}
+      gen_len_(kTokenBuckets),
+      guard_time_(kGuardBuckets) {}
+
+void Metrics::count_guard_match(const std::string& rule, const char* action, const char* where) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Rule ids come from the operator's file; quotes and backslashes are escaped for Prometheus.
+  std::string id;
+  for (char c : rule) {
+    if (c == '"' || c == '\\') id += '\\';
+    id += c == '\n' ? ' ' : c;
+  }
+  ++guard_matches_["rule=\"" + id + "\",action=\"" + action + "\",where=\"" + where + "\""];
+}
+
+void Metrics::observe_guard_seconds(double s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  guard_time_.observe(s);
+}
 
 void Metrics::record(const RequestObservation& obs) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -150,7 +170,7 @@ std::string Metrics::render(const std::string& model_name, const EngineStats& st
   }
 
   header(&out, "vllm:request_success_total", "counter", "Count of finished requests by finish reason.");
-  for (const char* reason : {"stop", "length", "abort", "error"}) {
+  for (const char* reason : {"stop", "length", "abort", "error", "content_filter"}) {
     auto it = finished_.find(reason);
     sample(&out, "vllm:request_success_total", l + ",finished_reason=\"" + reason + "\"",
            it == finished_.end() ? 0.0 : static_cast<double>(it->second));
@@ -180,6 +200,12 @@ std::string Metrics::render(const std::string& model_name, const EngineStats& st
   hist("vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", e2e_);
   hist("vllm:request_prompt_tokens", "Number of prefill tokens processed.", prompt_len_);
   hist("vllm:request_generation_tokens", "Number of generation tokens processed.", gen_len_);
+  if (!guard_matches_.empty() || guard_time_.count() > 0) {
+    header(&out, "lancet:guard_matches_total", "counter", "Requests matching a content rule, by rule, action and where.");
+    for (const auto& [labels, n] : guard_matches_)
+      sample(&out, "lancet:guard_matches_total", l + "," + labels, static_cast<double>(n));
+    hist("lancet:guard_seconds", "Histogram of content-rule time per request in seconds.", guard_time_);
+  }
   return out;
 }
 

@@ -18,6 +18,7 @@ class Histogram {
  public:
   explicit Histogram(std::vector<double> bounds);
   void observe(double v);
+  uint64_t count() const { return count_; }
   // Appends the _bucket/_sum/_count lines for `name` (with labels, e.g. model_name="x").
   void render(const std::string& name, const std::string& labels, std::string* out) const;
 
@@ -43,6 +44,10 @@ class Metrics {
   Metrics();
   void record(const RequestObservation& obs);
   void count_http_error(int status);
+  // Content rules: one count per rule that matched a request's prompt or output ("where"),
+  // and the time the rules took for the whole request.
+  void count_guard_match(const std::string& rule, const char* action, const char* where);
+  void observe_guard_seconds(double s);
   std::string render(const std::string& model_name, const EngineStats& stats, int64_t http_in_flight) const;
 
  private:
@@ -52,6 +57,8 @@ class Metrics {
   int64_t generation_tokens_ = 0;
   std::map<std::string, int64_t> finished_;
   std::map<int, int64_t> http_errors_;
+  Histogram guard_time_;
+  std::map<std::string, int64_t> guard_matches_;  // the rendered label set -> count
 };
 
 }  // namespace lancet::server

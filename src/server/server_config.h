@@ -6,7 +6,10 @@
 #include <string>
 #include <vector>
 
+#include <memory>
+
 #include "core/status.h"
+#include "guard/guard_rules.h"
 #include "server/openai_json.h"
 
 namespace lancet::server {
@@ -32,6 +35,8 @@ struct ServerConfig {
   std::vector<std::string> allowed_hosts;
   std::string version = "unknown";        // reported by GET /version
   RequestLimits limits;
+  // --guard-rules: content rules for prompts and outputs (docs/GUARD.md); null = none.
+  std::shared_ptr<const guard::GuardRules> guard_rules;
 
   Status validate() const;
 };

@@ -1,0 +1,88 @@
+// GuardRules::compile: id and pattern checks, one automaton over all keywords, PCRE2 regexes.
+#include "guard/guard_rules.h"
+
+#include <map>
+
+namespace lancet::guard {
+namespace {
+
+Status rule_error(const std::string& source, int line, const std::string& kind, const std::string& id,
+                  const std::string& what) {
+  return InvalidArgument(source + ":" + std::to_string(line) + ": " + kind + " '" + id + "': " + what);
+}
+
+}  // namespace
+
+const char* action_name(Action a) { return a == Action::kBlock ? "block" : "flag"; }
+
+bool GuardRules::exempts(int32_t allow, int32_t rule) const {
+  return allow_exempts_[static_cast<size_t>(allow)][static_cast<size_t>(rule)];
+}
+
+int32_t GuardRules::max_holdback() const {
+  return std::max(automaton_.max_keyword_bytes(), regexes_.empty() ? 0 : regex_window_);
+}
+
+StatusOr<std::shared_ptr<const GuardRules>> GuardRules::compile(const RulesSpec& spec) {
+  auto g = std::shared_ptr<GuardRules>(new GuardRules());
+  if (spec.regex_window < 16 || spec.regex_window > 65536)
+    return InvalidArgument(spec.source + ": regex_window must be 16..65536 bytes");
+  g->regex_window_ = spec.regex_window;
+  std::map<std::string, int32_t> ids;
+  std::vector<std::string> keywords;
+  bool backrefs = false;  // numbered back references would change meaning in one alternation
+  // Shared checks of one entry's patterns; `owner` says where its matches go.
+  auto add_patterns = [&](const std::string& kind, const std::string& id, int line, bool case_sensitive,
+                          const std::vector<std::string>& kws, const std::vector<std::string>& res,
+                          Owner owner) -> Status {
+    if (kws.empty() && res.empty()) return rule_error(spec.source, line, kind, id, "has no keywords and no regexes");
+    for (const std::string& k : kws) {
+      if (k.empty()) return rule_error(spec.source, line, kind, id, "has an empty keyword");
+      keywords.push_back(k);
+      g->keyword_owner_.push_back(owner);
+    }
+    for (const std::string& r : res) {
+      auto m = RegexMatcher::compile(r, case_sensitive);
+      if (!m.ok()) return rule_error(spec.source, line, kind, id, m.status().message());
+      // A pattern that matches the empty string would match everywhere.
+      if ((*m)->search("", 0, false).result == RegexMatcher::Result::kMatch)
+        return rule_error(spec.source, line, kind, id, "regex '" + r + "' matches the empty string");
+      if ((*m)->has_backreferences()) backrefs = true;
+      g->regex_sources_.push_back(std::string(case_sensitive ? "(?-i:" : "(?i:") + r + ")");
+      g->regexes_.push_back(std::move(*m));
+      g->regex_owner_.push_back(owner);
+    }
+    return OkStatus();
+  };
+  for (const RuleSpec& r : spec.rules) {
+    if (r.id.empty()) return InvalidArgument(spec.source + ":" + std::to_string(r.line) + ": a rule has no id");
+    if (!ids.emplace(r.id, static_cast<int32_t>(g->rules_.size())).second)
+      return rule_error(spec.source, r.line, "rule", r.id, "the id is used twice");
+    const Owner owner{static_cast<int32_t>(g->rules_.size()), false};
+    RETURN_IF_ERROR(add_patterns("rule", r.id, r.line, r.case_sensitive, r.keywords, r.regexes, owner));
+    g->rules_.push_back({r.id, r.action, r.lang});
+  }
+  if (g->rules_.empty()) return InvalidArgument(spec.source + ": the file defines no rules");
+  for (size_t a = 0; a < spec.allows.size(); ++a) {
+    const AllowSpec& al = spec.allows[a];
+    const std::string id = al.id.empty() ? "#" + std::to_string(a + 1) : al.id;
+    std::vector<bool> ex(g->rules_.size(), al.exempts.empty());
+    for (const std::string& name : al.exempts) {
+      auto it = ids.find(name);
+      if (it == ids.end()) return rule_error(spec.source, al.line, "allow", id, "exempts unknown rule '" + name + "'");
+      ex[static_cast<size_t>(it->second)] = true;
+    }
+    RETURN_IF_ERROR(add_patterns("allow", id, al.line, al.case_sensitive, al.keywords, al.regexes,
+                                 Owner{static_cast<int32_t>(a), true}));
+    g->allow_exempts_.push_back(std::move(ex));
+  }
+  g->automaton_ = KeywordAutomaton(keywords);
+  if (g->regexes_.size() > 1 && !backrefs) {
+    std::string all;
+    for (const std::string& s : g->regex_sources_) all += (all.empty() ? "" : "|") + s;
+    if (auto c = RegexMatcher::compile(all, true); c.ok()) g->combined_ = std::move(*c);
+  }
+  return std::shared_ptr<const GuardRules>(std::move(g));
+}
+
+}  // namespace lancet::guard
