@@ -112,6 +112,7 @@ void Engine::finish(Sequence* seq, FinishReason reason, std::vector<TokenEvent>*
     ev.finish_reason = reason;
     ev.prompt_tokens = static_cast<int32_t>(seq->prompt_len);
     ev.cached_prompt_tokens = static_cast<int32_t>(seq->num_cached_prompt);
+    ev.first_scheduled = seq->first_scheduled;
     ev.spec_draft_tokens = static_cast<int32_t>(seq->spec_draft_tokens);
     ev.spec_accepted_tokens = static_cast<int32_t>(seq->spec_accepted_tokens);
     events->push_back(std::move(ev));
@@ -149,6 +150,7 @@ FinishReason Engine::emit_token(Sequence* seq, SampleResult r, std::vector<Token
   ev.top_logprobs = std::move(r.top_logprobs);
   ev.prompt_tokens = static_cast<int32_t>(seq->prompt_len);
   ev.cached_prompt_tokens = static_cast<int32_t>(seq->num_cached_prompt);
+  ev.first_scheduled = seq->first_scheduled;
   ev.spec_draft_tokens = static_cast<int32_t>(seq->spec_draft_tokens);
   ev.spec_accepted_tokens = static_cast<int32_t>(seq->spec_accepted_tokens);
 
@@ -209,6 +211,9 @@ StatusOr<std::vector<TokenEvent>> Engine::step() {
     p->spec_dists.clear();
   }
   if (out.empty()) return events;
+  const auto scheduled_at = std::chrono::steady_clock::now();
+  for (const ScheduledSeq& s : out.scheduled)
+    if (s.seq->first_scheduled == std::chrono::steady_clock::time_point{}) s.seq->first_scheduled = scheduled_at;
   std::vector<std::vector<int32_t>> spec_inputs(out.scheduled.size());  // [last token, drafts...]
   const std::vector<RunnerSeq> batch = runner_batch(out, &spec_inputs);
   RunnerOutput ro;
@@ -219,6 +224,7 @@ StatusOr<std::vector<TokenEvent>> Engine::step() {
     if (spec_) spec_->observe_target_step(out.num_batched_tokens, model_timer.seconds());
   }
   counters_.steps++;
+  counters_.iteration_tokens.observe(static_cast<double>(out.num_batched_tokens));
   if (!st.ok()) {
     // The step's sequences end with finish_reason error; everything else carries on.
     for (const ScheduledSeq& s : out.scheduled) finish(s.seq, FinishReason::kError, &events, true);
@@ -327,6 +333,9 @@ EngineStats Engine::stats() const {
   s.prefix_queries = kv_->prefix_query_tokens();
   s.prefix_hits = kv_->prefix_hit_tokens();
   s.preemptions = scheduler_->total_preemptions();
+  s.block_size = kv_->block_size();
+  s.kv_dtype = config_.kv_dtype;
+  s.enable_prefix_caching = config_.enable_prefix_caching;
   if (spec_) {
     const SpecStats ss = spec_->stats();
     s.spec_enabled = true;

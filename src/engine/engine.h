@@ -5,6 +5,7 @@
 // frees the sequence's blocks. AsyncEngine (async_engine.h) runs this loop on a thread.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/histogram.h"
 #include "runner/model_executor.h"
 #include "runner/model_runner.h"
 #include "runner/sampler.h"
@@ -53,11 +55,17 @@ struct TokenEvent {
   FinishReason finish_reason = FinishReason::kNone;
   int32_t prompt_tokens = 0;
   int32_t cached_prompt_tokens = 0;
+  // When the engine first scheduled this sequence (its queue time ends there; a preemption
+  // does not move it). Default-constructed when it never was (an abort while waiting).
+  std::chrono::steady_clock::time_point first_scheduled{};
   // Speculative decoding, this sequence so far (set on every event): drafts verified and accepted.
   int32_t spec_draft_tokens = 0;
   int32_t spec_accepted_tokens = 0;
 };
 
+
+// vLLM's buckets for tokens per engine step.
+inline const std::vector<double> kIterationTokenBuckets = {1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
 
 struct EngineStats {
   int64_t num_running = 0;
@@ -77,6 +85,13 @@ struct EngineStats {
   double model_seconds = 0;
   int64_t prompt_tokens_computed = 0;
   int64_t generation_tokens = 0;
+  // Tokens computed per step that ran a model pass (prompt + generated + draft tokens), in
+  // vLLM's vllm:iteration_tokens_total buckets.
+  Histogram iteration_tokens{kIterationTokenBuckets};
+  // The cache's configuration (vllm:cache_config_info).
+  int32_t block_size = 0;
+  std::string kv_dtype;
+  bool enable_prefix_caching = false;
   // Speculative decoding (zero when off); names follow vLLM's spec_decode metrics.
   bool spec_enabled = false;
   int64_t spec_num_drafts = 0;

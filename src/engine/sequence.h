@@ -32,6 +32,7 @@ struct Sequence {
   int64_t num_computed = 0;
   int64_t num_cached_prompt = 0;  // prompt tokens served from the prefix cache (last admission)
   int32_t num_preemptions = 0;
+  std::chrono::steady_clock::time_point first_scheduled{};  // unset until first scheduled
   SeqStatus status = SeqStatus::kWaiting;
   FinishReason finish = FinishReason::kNone;
   SamplingParams params;

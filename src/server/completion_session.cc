@@ -57,6 +57,18 @@ CompletionSession::~CompletionSession() {
   obs.e2e_s = seconds(Clock::now() - start_);
   for (int64_t len : prompt_lens_) obs.prompt_tokens += len;
   for (const Choice& c : choices_) obs.generation_tokens += c.tokens;
+  // vLLM's phases: queued until first scheduled, prefill until the first token, decode until
+  // the last; inference = prefill + decode. Absent for a phase the request never reached.
+  if (first_scheduled_ != Clock::time_point{}) {
+    obs.queue_s = seconds(first_scheduled_ - start_);
+    if (have_first_token_) {
+      obs.prefill_s = seconds(first_token_ - first_scheduled_);
+      obs.decode_s = seconds(last_token_ - first_token_);
+      obs.inference_s = seconds(last_token_ - first_scheduled_);
+    }
+  }
+  obs.params_n = req_.params.n;
+  obs.params_max_tokens = max_tokens_;
   obs.finish_reason = "abort";
   if (!choices_.empty() && choices_[0].finished) obs.finish_reason = choices_[0].finish_reason;
   metrics_->record(obs);
@@ -171,6 +183,7 @@ std::optional<ApiError> CompletionSession::submit() {
     const Status fits = check_context_length(len, max_tokens, max_len, param);
     if (!fits.ok()) return ApiError{400, fits.message(), "invalid_request_error", param, "context_length_exceeded"};
     g.params.max_tokens = static_cast<int32_t>(max_tokens);
+    if (gens.empty()) max_tokens_ = max_tokens;
     g.params.min_tokens = std::min(g.params.min_tokens, g.params.max_tokens);
     prompt_lens_.push_back(len);
     g.prompt = std::move(ids);
@@ -204,6 +217,9 @@ void CompletionSession::apply(size_t prompt, const TokenEvent& ev, ChunkFields* 
   c.spec_accepted_tokens = std::max<int64_t>(c.spec_accepted_tokens, ev.spec_accepted_tokens);
   delta->index = static_cast<int32_t>(idx);
   const size_t text_offset = c.text.size();
+  if (ev.first_scheduled != Clock::time_point{} &&
+      (first_scheduled_ == Clock::time_point{} || ev.first_scheduled < first_scheduled_))
+    first_scheduled_ = ev.first_scheduled;
   if (ev.token >= 0) {
     if (!have_first_token_) {
       have_first_token_ = true;
@@ -211,6 +227,7 @@ void CompletionSession::apply(size_t prompt, const TokenEvent& ev, ChunkFields* 
     }
     if (c.tokens > 0) itl_.push_back(seconds(now - c.last_token));
     c.last_token = now;
+    last_token_ = now;
     ++c.tokens;
     if (req_.want_logprobs) {
       TokenLogprobInfo info{token_string(ev.token), ev.logprob, {}};

@@ -96,6 +96,9 @@ class CompletionSession {
   Clock::time_point next_client_check_;
   Clock::time_point first_token_{};
   bool have_first_token_ = false;
+  Clock::time_point last_token_{};
+  Clock::time_point first_scheduled_{};  // earliest over the request's sequences; unset: never scheduled
+  int64_t max_tokens_ = 0;  // the effective max_tokens of the first prompt
   ResponseMeta meta_;
   std::vector<std::shared_ptr<RequestStream>> streams_;  // one per prompt
   std::vector<int64_t> prompt_lens_;

@@ -35,6 +35,10 @@ class HttpListener : public httplib::Server {
   StatusOr<int> bind_socket(const ListenConfig& config);
   // Accepts connections until close(); call once, after bind_socket.
   bool serve();
+  // Serves one connected socket until the peer closes it or keep-alive ends, then closes it:
+  // what serve() does for each accepted connection (tests and the fuzz target hand it one end
+  // of a socketpair). Needs a bound socket: it stops when the listener is closed.
+  bool serve_connection(socket_t sock) { return process_and_close_socket(sock); }
   // Ends serve(), also one that is only about to start (httplib's stop() does nothing until
   // its loop runs, so a stop right after starting the thread would be lost).
   void close();

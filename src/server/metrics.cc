@@ -19,6 +19,7 @@ const std::vector<double> kGuardBuckets = {0.00001, 0.000025, 0.00005, 0.0001, 0
                                            0.001,   0.0025,   0.005,   0.01,   0.025};
 const std::vector<double> kE2eBuckets = {0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0,
                                          20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0};
+const std::vector<double> kParamsNBuckets = {1, 2, 5, 10, 20};
 const std::vector<double> kTokenBuckets = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000,
                                            20000, 50000, 100000, 200000};
 
@@ -52,24 +53,15 @@ void sample(std::string* out, const std::string& name, const std::string& labels
 
 }  // namespace
 
-Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
-
-void Histogram::observe(double v) {
-  const size_t i = std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin();
-  ++counts_[i];
-  sum_ += v;
-  ++count_;
-}
-
-void Histogram::render(const std::string& name, const std::string& labels, std::string* out) const {
+void render_histogram(const Histogram& h, const std::string& name, const std::string& labels, std::string* out) {
   uint64_t cum = 0;
-  for (size_t i = 0; i < bounds_.size(); ++i) {
-    cum += counts_[i];
-    *out += name + "_bucket{" + labels + ",le=\"" + num(bounds_[i]) + "\"} " + std::to_string(cum) + "\n";
+  for (size_t i = 0; i < h.bounds().size(); ++i) {
+    cum += h.counts()[i];
+    *out += name + "_bucket{" + labels + ",le=\"" + num(h.bounds()[i]) + "\"} " + std::to_string(cum) + "\n";
   }
-  *out += name + "_bucket{" + labels + ",le=\"+Inf\"} " + std::to_string(count_) + "\n";
-  *out += name + "_sum{" + labels + "} " + num(sum_) + "\n";
-  *out += name + "_count{" + labels + "} " + std::to_string(count_) + "\n";
+  *out += name + "_bucket{" + labels + ",le=\"+Inf\"} " + std::to_string(h.count()) + "\n";
+  *out += name + "_sum{" + labels + "} " + num(h.sum()) + "\n";
+  *out += name + "_count{" + labels + "} " + std::to_string(h.count()) + "\n";
 }
 
 Metrics::Metrics()
@@ -79,6 +71,12 @@ Metrics::Metrics()
       e2e_(kE2eBuckets),
       prompt_len_(kTokenBuckets),
       gen_len_(kTokenBuckets),
+      queue_(kE2eBuckets),
+      prefill_(kE2eBuckets),
+      decode_(kE2eBuckets),
+      inference_(kE2eBuckets),
+      params_n_(kParamsNBuckets),
+      params_max_tokens_(kTokenBuckets),
       guard_time_(kGuardBuckets) {}
 
 void Metrics::count_guard_match(const std::string& rule, const char* action, const char* where) {
@@ -106,6 +104,12 @@ void Metrics::record(const RequestObservation& obs) {
   e2e_.observe(obs.e2e_s);
   prompt_len_.observe(static_cast<double>(obs.prompt_tokens));
   gen_len_.observe(static_cast<double>(obs.generation_tokens));
+  if (obs.queue_s >= 0) queue_.observe(obs.queue_s);
+  if (obs.prefill_s >= 0) prefill_.observe(obs.prefill_s);
+  if (obs.decode_s >= 0) decode_.observe(obs.decode_s);
+  if (obs.inference_s >= 0) inference_.observe(obs.inference_s);
+  params_n_.observe(static_cast<double>(obs.params_n));
+  params_max_tokens_.observe(static_cast<double>(obs.params_max_tokens));
   prompt_tokens_ += obs.prompt_tokens;
   generation_tokens_ += obs.generation_tokens;
   ++finished_[obs.finish_reason.empty() ? "unknown" : obs.finish_reason];
@@ -175,6 +179,13 @@ std::string Metrics::render(const std::string& model_name, const EngineStats& st
     sample(&out, "vllm:request_success_total", l + ",finished_reason=\"" + reason + "\"",
            it == finished_.end() ? 0.0 : static_cast<double>(it->second));
   }
+  // The KV cache's configuration as labels of a constant 1, as vLLM exports it.
+  header(&out, "vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig.");
+  sample(&out, "vllm:cache_config_info",
+         "block_size=\"" + std::to_string(st.block_size) + "\",cache_dtype=\"" + escape_label(st.kv_dtype) +
+             "\",enable_prefix_caching=\"" + (st.enable_prefix_caching ? "True" : "False") +
+             "\",num_gpu_blocks=\"" + std::to_string(st.num_blocks) + "\"",
+         1.0);
   header(&out, "lancet:http_errors_total", "counter", "Error responses by HTTP status.");
   for (const auto& [status, n] : http_errors_)
     sample(&out, "lancet:http_errors_total", l + ",status=\"" + std::to_string(status) + "\"", static_cast<double>(n));
@@ -192,7 +203,7 @@ std::string Metrics::render(const std::string& model_name, const EngineStats& st
 
   auto hist = [&](const char* name, const char* help, const Histogram& h) {
     header(&out, name, "histogram", help);
-    h.render(name, l, &out);
+    render_histogram(h, name, l, &out);
   };
   hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttft_);
   hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itl_);
@@ -206,6 +217,13 @@ std::string Metrics::render(const std::string& model_name, const EngineStats& st
       sample(&out, "lancet:guard_matches_total", l + "," + labels, static_cast<double>(n));
     hist("lancet:guard_seconds", "Histogram of content-rule time per request in seconds.", guard_time_);
   }
+  hist("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", queue_);
+  hist("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", prefill_);
+  hist("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", decode_);
+  hist("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.", inference_);
+  hist("vllm:request_params_n", "Histogram of the n request parameter.", params_n_);
+  hist("vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", params_max_tokens_);
+  hist("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", st.iteration_tokens);
   return out;
 }
 

@@ -10,24 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "core/histogram.h"
 #include "engine/engine.h"
 
 namespace lancet::server {
 
-class Histogram {
- public:
-  explicit Histogram(std::vector<double> bounds);
-  void observe(double v);
-  uint64_t count() const { return count_; }
-  // Appends the _bucket/_sum/_count lines for `name` (with labels, e.g. model_name="x").
-  void render(const std::string& name, const std::string& labels, std::string* out) const;
-
- private:
-  std::vector<double> bounds_;
-  std::vector<uint64_t> counts_;  // per bucket (not cumulative)
-  double sum_ = 0;
-  uint64_t count_ = 0;
-};
+// Appends the _bucket/_sum/_count lines of `h` as metric `name` (with labels, e.g. model_name="x").
+void render_histogram(const Histogram& h, const std::string& name, const std::string& labels, std::string* out);
 
 // What one finished request reports.
 struct RequestObservation {
@@ -37,6 +26,15 @@ struct RequestObservation {
   int64_t prompt_tokens = 0;
   int64_t generation_tokens = 0;
   std::string finish_reason;         // "stop", "length", "abort", "error"
+  // vLLM's request phases in seconds, < 0 when the request did not reach them: queued (arrival
+  // to first scheduled), prefill (to the first token), decode (first to last token),
+  // inference (first scheduled to last token = prefill + decode).
+  double queue_s = -1;
+  double prefill_s = -1;
+  double decode_s = -1;
+  double inference_s = -1;
+  int64_t params_n = 1;
+  int64_t params_max_tokens = 0;  // as the engine ran it (the default filled in)
 };
 
 class Metrics {
@@ -53,6 +51,7 @@ class Metrics {
  private:
   mutable std::mutex mu_;
   Histogram ttft_, itl_, tpot_, e2e_, prompt_len_, gen_len_;
+  Histogram queue_, prefill_, decode_, inference_, params_n_, params_max_tokens_;
   int64_t prompt_tokens_ = 0;
   int64_t generation_tokens_ = 0;
   std::map<std::string, int64_t> finished_;

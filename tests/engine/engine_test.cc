@@ -159,6 +159,46 @@ TEST(Engine, StepTimeIsSplitIntoModelAndHostWork) {
   EXPECT_GE(st.step_seconds, st.model_seconds);
 }
 
+// vllm:iteration_tokens_total: one observation per step that ran the model, whose sum is
+// every token computed (without prefix hits or preemption: prompt + max_tokens - 1 each). A
+// sequence's first-scheduled time is set once, carried on all its events, and a request that
+// had to wait for a free slot is scheduled later than one that did not.
+TEST(Engine, IterationTokensAndFirstScheduledTime) {
+  FakePagedModel model(256, 4);
+  EngineConfig cfg;
+  cfg.enable_prefix_caching = false;
+  cfg.scheduler = {.max_num_batched_tokens = 16, .max_num_seqs = 1, .max_model_len = 512};
+  Engine engine(cfg, &model);
+  auto reqs = mixed_requests(4, 3, false);
+  int64_t computed = 0;
+  for (const auto& q : reqs) computed += static_cast<int64_t>(q.prompt.size()) + q.params.max_tokens - 1;
+  const auto before = std::chrono::steady_clock::now();
+  std::vector<int64_t> ids;
+  for (const auto& q : reqs) ids.push_back(*engine.add_request(q));
+  std::map<int64_t, std::chrono::steady_clock::time_point> scheduled;
+  int guard = 0;
+  while (engine.has_work() && guard++ < 100000) {
+    auto ev = engine.step();
+    ASSERT_TRUE(ev.ok());
+    for (const TokenEvent& e : *ev) {
+      ASSERT_NE(e.first_scheduled, std::chrono::steady_clock::time_point{});
+      auto [it, fresh] = scheduled.emplace(e.request_id, e.first_scheduled);
+      if (!fresh) EXPECT_EQ(it->second, e.first_scheduled);
+    }
+  }
+  const EngineStats st = engine.stats();
+  EXPECT_EQ(st.iteration_tokens.count(), static_cast<uint64_t>(st.steps));
+  EXPECT_EQ(st.iteration_tokens.sum(), static_cast<double>(computed));
+  EXPECT_EQ(st.iteration_tokens.bounds(), kIterationTokenBuckets);
+  ASSERT_EQ(scheduled.size(), reqs.size());
+  EXPECT_GE(scheduled[ids[0]], before);
+  // One running sequence at a time: each request starts after the one before it.
+  for (size_t i = 1; i < ids.size(); ++i) EXPECT_GT(scheduled[ids[i]], scheduled[ids[i - 1]]);
+  EXPECT_EQ(st.block_size, 4);
+  EXPECT_FALSE(st.enable_prefix_caching);
+  EXPECT_EQ(st.kv_dtype, "f32");
+}
+
 TEST(Engine, BatchInvarianceAcrossBudgetsPrefixCachingAndPreemption) {
   auto reqs = mixed_requests(32, 7, true);
   std::vector<std::vector<int32_t>> expect;

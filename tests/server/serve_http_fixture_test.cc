@@ -5,6 +5,7 @@
 // counters in tokens, and a second SIGINT during the drain ending the process at once.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <regex>
 #include <thread>
 
@@ -25,7 +26,7 @@ std::vector<std::string> tiny_flags(const std::string& max_model_len = "4096") {
 
 double metric(const std::string& text, const std::string& name) {
   std::smatch m;
-  if (!std::regex_search(text, m, std::regex(name + R"(\{[^}]*\} ([0-9.e+]+))"))) return -1;
+  if (!std::regex_search(text, m, std::regex(name + R"(\{[^}]*\} ([-0-9.e+]+))"))) return -1;
   return std::stod(m[1]);
 }
 
@@ -111,6 +112,70 @@ TEST_F(ServeHttpShared, PrefixCacheCountersAreTokens) {
   ASSERT_TRUE(after);
   EXPECT_EQ(metric(after->body, "vllm:prefix_cache_queries_total") - q0, 320) << after->body;
   EXPECT_EQ(metric(after->body, "vllm:prefix_cache_hits_total") - h0, 144) << after->body;
+}
+
+// vLLM's per-request phase, parameter and per-step histograms: one observation per request,
+// prefill + decode = inference, queue + inference within the e2e latency, the parameters' sums
+// equal what was sent, and every token the steps computed counted once in iteration_tokens.
+TEST_F(ServeHttpShared, VllmRequestPhaseParamAndIterationMetrics) {
+  httplib::Client cli("127.0.0.1", server_->port());
+  cli.set_read_timeout(120);
+  auto before = cli.Get("/metrics");
+  ASSERT_TRUE(before);
+  const std::vector<std::string> names = {
+      "vllm:request_queue_time_seconds",   "vllm:request_prefill_time_seconds",
+      "vllm:request_decode_time_seconds",  "vllm:request_inference_time_seconds",
+      "vllm:request_params_n",             "vllm:request_params_max_tokens",
+      "vllm:iteration_tokens_total",       "vllm:e2e_request_latency_seconds"};
+  std::map<std::string, double> sum0, count0;
+  for (const std::string& n : names) {
+    sum0[n] = metric(before->body, n + "_sum");
+    count0[n] = metric(before->body, n + "_count");
+    ASSERT_GE(count0[n], 0) << n << " missing:\n" << before->body;
+  }
+  // Prompts under one block (no prefix-cache hits), so a sequence computes its prompt and all
+  // but its last generated token: prompt + max_tokens - 1 tokens.
+  const std::vector<std::pair<int, int>> requests = {{3, 1}, {7, 1}, {12, 1}, {20, 1}, {5, 2}, {9, 3}};
+  int64_t max_tokens_sum = 0, n_sum = 0, computed = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const auto [max_tokens, n] = requests[i];
+    const std::vector<int32_t> prompt = {int32_t(700 + i), 11, 12, 13, 14};
+    const std::string body = json{{"prompt", prompt}, {"max_tokens", max_tokens}, {"n", n},
+                                  {"temperature", 0.8}, {"seed", 1}, {"ignore_eos", true}}.dump();
+    auto r = cli.Post("/v1/completions", body, "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    ASSERT_EQ(json::parse(r->body)["usage"]["completion_tokens"], max_tokens * n) << r->body;
+    max_tokens_sum += max_tokens;
+    n_sum += n;
+    computed += int64_t(n) * (int64_t(prompt.size()) + max_tokens - 1);
+  }
+  auto after = cli.Get("/metrics");
+  ASSERT_TRUE(after);
+  const std::string& m = after->body;
+  const double count = static_cast<double>(requests.size());
+  std::map<std::string, double> sum;
+  for (const std::string& n : names) {
+    sum[n] = metric(m, n + "_sum") - sum0[n];
+    if (n != "vllm:iteration_tokens_total") EXPECT_EQ(metric(m, n + "_count") - count0[n], count) << n << "\n" << m;
+  }
+  EXPECT_EQ(sum["vllm:request_params_max_tokens"], static_cast<double>(max_tokens_sum));
+  EXPECT_EQ(sum["vllm:request_params_n"], static_cast<double>(n_sum));
+  EXPECT_EQ(sum["vllm:iteration_tokens_total"], static_cast<double>(computed));
+  EXPECT_GT(metric(m, "vllm:iteration_tokens_total_count") - count0["vllm:iteration_tokens_total"], 0);
+  const double queue = sum["vllm:request_queue_time_seconds"], prefill = sum["vllm:request_prefill_time_seconds"],
+               decode = sum["vllm:request_decode_time_seconds"], inference = sum["vllm:request_inference_time_seconds"],
+               e2e = sum["vllm:e2e_request_latency_seconds"];
+  EXPECT_GT(prefill, 0);
+  EXPECT_GT(decode, 0);  // requests with more than one token have a decode phase
+  EXPECT_GE(queue, 0);
+  EXPECT_NEAR(prefill + decode, inference, 1e-6 * count + 1e-9 * inference);
+  // e2e ends when the response is complete, a moment after the last token.
+  EXPECT_LE(queue + inference, e2e + 1e-6);
+  EXPECT_NEAR(queue + inference, e2e, 0.05 * count) << "queue " << queue << " inference " << inference;
+  EXPECT_NE(m.find("# TYPE vllm:cache_config_info gauge"), std::string::npos);
+  EXPECT_NE(m.find(R"(vllm:cache_config_info{block_size="16",cache_dtype=")"), std::string::npos) << m;
+  EXPECT_NE(m.find(R"(enable_prefix_caching="True")"), std::string::npos) << m;
 }
 
 TEST(ServeHttp, SecondSigintDuringDrainExitsAtOnce) {
