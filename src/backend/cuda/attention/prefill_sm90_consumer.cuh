@@ -1,0 +1,236 @@
+// The Hopper prompt kernel's consumer warpgroups: Q into shared memory, S = Q K^T and O += P V
+// on wgmma, the online softmax, and the output (or split partial) rows.
+#pragma once
+
+#include "backend/cuda/attention/prefill_sm90_layout.cuh"
+
+namespace lancet::cuda::prefill_sm90 {
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+// Q rows of warpgroup wg (64 rows from CTA row 64 wg), rounded to the MMA type, into the
+// swizzled Q blocks.
+template <int D, bool F8>
+__device__ __forceinline__ void load_q(const Sm90Params& p, const CtaWork& w, int wg, unsigned char* sq) {
+  using Ly = Sm90Layout<D, F8>;
+  constexpr MmaType T = kMmaType<F8>;
+  const int tid = threadIdx.x % 128;
+  for (int idx = tid; idx < 64 * (D / 8); idx += 128) {
+    const int r = wg * 64 + idx / (D / 8), c = idx % (D / 8);
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (r < w.rows) {
+      const float* src =
+          p.q + (static_cast<int64_t>(w.qs + w.q0 + r / p.group) * p.num_heads + w.kvh * p.group + r % p.group) * D +
+          c * 8;
+      const float4 a = reinterpret_cast<const float4*>(src)[0], b = reinterpret_cast<const float4*>(src)[1];
+      v = make_uint4(pack2<T>(a.x, a.y), pack2<T>(a.z, a.w), pack2<T>(b.x, b.y), pack2<T>(b.z, b.w));
+    }
+    *reinterpret_cast<uint4*>(sq + (c / 8) * Ly::kQBlock + sm90::swizzled_offset(r, c % 8)) = v;
+  }
+}
+
+// S = Q K^T for the warpgroup's 64 rows and the 128 keys of a K tile (issued, not waited for).
+template <int D, bool F8>
+__device__ __forceinline__ void issue_qk(float (&s)[64], uint32_t sq, uint32_t sk, int wg) {
+  using Ly = Sm90Layout<D, F8>;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    const uint64_t da = sm90::desc_k_major(sq + (kk / 4) * Ly::kQBlock + wg * 64 * 128 + (kk % 4) * 32);
+    const uint64_t db = sm90::desc_k_major(sk + (kk / 4) * Ly::kKvBlock + (kk % 4) * 32);
+    if constexpr (F8) sm90::wgmma_m64n128k16_ss_f16(s, da, db, kk > 0);
+    else sm90::wgmma_m64n128k16_ss_bf16(s, da, db, kk > 0);
+  }
+}
+
+// O += P V with P in registers (issued, not waited for).
+template <int D, bool F8>
+__device__ __forceinline__ void issue_pv(float (&o)[D / 2], const unsigned (&pa)[kKeys / 16][4], uint32_t sv) {
+  using Ly = Sm90Layout<D, F8>;
+#pragma unroll
+  for (int t = 0; t < kKeys / 16; ++t) {
+    const uint64_t db = sm90::desc_mn_major(sv + t * 16 * 128, Ly::kKvBlock);
+    if constexpr (D == 128 && F8) sm90::wgmma_m64n128k16_rs_f16(o, pa[t], db, 1);
+    else if constexpr (D == 128) sm90::wgmma_m64n128k16_rs_bf16(o, pa[t], db, 1);
+    else if constexpr (F8) sm90::wgmma_m64n64k16_rs_f16(o, pa[t], db, 1);
+    else sm90::wgmma_m64n64k16_rs_bf16(o, pa[t], db, 1);
+  }
+}
+
+// This thread's rows of a warpgroup: positions, and the online-softmax state.
+struct RowState {
+  int qpos[2];          // rows g and g + 8 of the thread's warp
+  int first_pos;        // the warpgroup's first row
+  float m[2], l[2];     // running maximum (raw score units) and sum
+};
+
+// Masks the scores of the tile at k0 where it reaches past a row's position (or the key range),
+// turns them into P (the MMA type, the wgmma A fragment) and rescales O.
+template <int D, MmaType T>
+__device__ __forceinline__ void softmax_tile(float (&s)[64], unsigned (&pa)[kKeys / 16][4], float (&o)[D / 2],
+                                             RowState& st, int k0, int ke, float c) {
+  const int tig = threadIdx.x % 4;
+  if (k0 + kKeys - 1 > st.first_pos || k0 + kKeys > ke) {
+#pragma unroll
+    for (int j = 0; j < kKeys / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int kpos = k0 + j * 8 + tig * 2 + (e & 1);
+        if (kpos > st.qpos[e >> 1] || kpos >= ke) s[j * 4 + e] = -INFINITY;
+      }
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < kKeys / 8; ++j) mx = fmaxf(mx, fmaxf(s[j * 4 + 2 * h], s[j * 4 + 2 * h + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    mx = fmaxf(st.m[h], mx);
+    // Rows with every key masked so far keep m = -inf; 0 as their base makes every p 0.
+    const float base_l2 = mx == -INFINITY ? 0.0f : mx * c;
+    const float corr = sm90::fast_exp2(st.m[h] * c - base_l2);
+    st.m[h] = mx;
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kKeys / 8; ++j) {
+      const float p0 = sm90::fast_exp2(fmaf(s[j * 4 + 2 * h], c, -base_l2));
+      const float p1 = sm90::fast_exp2(fmaf(s[j * 4 + 2 * h + 1], c, -base_l2));
+      sum += p0 + p1;
+      pa[j / 2][(j % 2) * 2 + h] = pack2<T>(p0, p1);
+    }
+    st.l[h] = st.l[h] * corr + sum;
+    // Once the maxima settle, corr is exactly 1 in every lane and the rescale is skipped.
+    if (__any_sync(0xffffffffu, corr != 1.0f)) {
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        o[j * 4 + 2 * h] *= corr;
+        o[j * 4 + 2 * h + 1] *= corr;
+      }
+    }
+  }
+}
+
+// Normalizes and stores the warpgroup's rows (or writes this split's partial result).
+template <int D>
+__device__ __forceinline__ void store_rows(const Sm90Params& p, const CtaWork& w, int row0, const float (&o)[D / 2],
+                                           const RowState& st) {
+  const int tid = threadIdx.x % 128, warp = tid / 32, g = (tid % 32) / 4, tig = tid % 4;
+  const int G = p.group;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float lv = st.l[h];
+    lv += __shfl_xor_sync(0xffffffffu, lv, 1);
+    lv += __shfl_xor_sync(0xffffffffu, lv, 2);
+    const int r = row0 + warp * 16 + g + 8 * h;
+    if (r >= w.rows) continue;
+    const int64_t oh = static_cast<int64_t>(w.qs + w.q0 + r / G) * p.num_heads + w.kvh * G + r % G;
+    if (p.num_splits == 1) {
+      const float inv = lv > 0.0f ? p.v_scale / lv : 0.0f;
+      float* dst = p.out + oh * D;
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j)
+        *reinterpret_cast<float2*>(dst + j * 8 + tig * 2) = make_float2(o[j * 4 + 2 * h] * inv, o[j * 4 + 2 * h + 1] * inv);
+    } else {
+      float* part = p.partial + (oh * p.num_splits + blockIdx.y) * (D + 2);
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j)
+        *reinterpret_cast<float2*>(part + j * 8 + tig * 2) =
+            make_float2(o[j * 4 + 2 * h] * p.v_scale, o[j * 4 + 2 * h + 1] * p.v_scale);
+      if (tig == 0) {
+        part[D] = st.m[h] * p.score_scale;  // log2 units
+        part[D + 1] = lv;
+      }
+    }
+  }
+}
+
+// Consumer warpgroup wg (0 or 1): rows 64 wg .. 64 wg + 63 of the CTA. Its tensor-core work
+// comes in windows - QK of the first tile; then PV of tile i with QK of tile i + 1; then the
+// last PV - and the two warpgroups take turns (named barriers 3 + wg), so one's softmax runs
+// while the other's products occupy the tensor cores. Both run the same n_tiles + 1 windows and
+// multiply every tile, also where all of a warpgroup's rows are masked (their P is 0), so the
+// turns stay paired and the products are never on a divergent path.
+template <int D, bool F8>
+__device__ __forceinline__ void consume(const Sm90Params& p, const CtaWork& w, int n_tiles, int wg,
+                                        unsigned char* smem, uint32_t base, const Ring& kr, const Ring& vr) {
+  const int tid = threadIdx.x % 128, warp = tid / 32, g = (tid % 32) / 4;
+  const int G = p.group;
+  constexpr MmaType T = kMmaType<F8>;
+  load_q<D, F8>(p, w, wg, smem);
+  sm90::fence_proxy_async();
+  sm90::named_barrier_sync(1 + wg, 128);
+
+  const int row0 = wg * 64;
+  RowState st;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    st.qpos[h] = w.pos0 + min((row0 + warp * 16 + g + 8 * h) / G, w.ntok - 1);
+    st.m[h] = -INFINITY;
+    st.l[h] = 0.0f;
+  }
+  const bool live = row0 < w.rows;
+  st.first_pos = w.pos0 + min(row0 / G, w.ntok - 1);
+  const float c = p.score_scale;
+  auto key0 = [&](int it) { return w.kb + (n_tiles - 1 - it) * kKeys; };
+  auto acquire = [&](const Ring& r, int it) {
+    sm90::mbar_wait(r.full_bar(it), r.parity(it));
+    sm90::fence_proxy_async();  // the copies' generic-proxy writes, before wgmma reads them
+  };
+  auto release = [&](const Ring& r, int it) {
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) sm90::mbar_arrive(r.empty_bar(it));
+  };
+  const int me = 3 + wg, other = 3 + (wg ^ 1);
+
+  float o[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
+  float s[64];
+  unsigned pa[kKeys / 16][4];
+  if (n_tiles > 0) {
+    if (wg == 1) sm90::named_barrier_arrive(3, 256);  // warpgroup 0 takes the first turn
+    acquire(kr, 0);
+    sm90::named_barrier_sync(me, 256);
+    sm90::wgmma_fence();
+    issue_qk<D, F8>(s, base, kr.tile(0), wg);
+    sm90::wgmma_commit();
+    sm90::named_barrier_arrive(other, 256);
+    sm90::wgmma_wait<0>();
+    sm90::fence_regs(s);
+    release(kr, 0);
+    if (live) softmax_tile<D, T>(s, pa, o, st, key0(0), w.ke, c);
+    for (int it = 0; it + 1 < n_tiles; ++it) {
+      acquire(vr, it);
+      acquire(kr, it + 1);
+      sm90::named_barrier_sync(me, 256);
+      sm90::wgmma_fence();
+      issue_pv<D, F8>(o, pa, vr.tile(it));
+      issue_qk<D, F8>(s, base, kr.tile(it + 1), wg);
+      sm90::wgmma_commit();
+      sm90::named_barrier_arrive(other, 256);
+      sm90::wgmma_wait<0>();
+      sm90::fence_regs(o);
+      sm90::fence_regs(pa);
+      sm90::fence_regs(s);
+      release(vr, it);
+      release(kr, it + 1);
+      if (live) softmax_tile<D, T>(s, pa, o, st, key0(it + 1), w.ke, c);
+    }
+    const int last = n_tiles - 1;
+    acquire(vr, last);
+    sm90::named_barrier_sync(me, 256);
+    sm90::wgmma_fence();
+    issue_pv<D, F8>(o, pa, vr.tile(last));
+    sm90::wgmma_commit();
+    if (wg == 0) sm90::named_barrier_arrive(other, 256);
+    sm90::wgmma_wait<0>();
+    sm90::fence_regs(o);
+    sm90::fence_regs(pa);
+    release(vr, last);
+  }
+  store_rows<D>(p, w, row0, o, st);
+}
+
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
+}  // namespace lancet::cuda::prefill_sm90

@@ -1,0 +1,138 @@
+// The Hopper prompt kernel's (prefill_sm90.cu) shapes: its parameters, the shared-memory
+// layout, the K and V rings with their mbarriers, and which (sequence, token tile, KV head,
+// key range) a CTA takes.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+#include "backend/cuda/attention/common.cuh"
+#include "backend/cuda/attention/sm90_ptx.cuh"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/mma.cuh"
+
+namespace lancet::cuda::prefill_sm90 {
+
+constexpr int kRows = 128;        // (token, head) rows per CTA
+constexpr int kKeys = 128;        // keys per tile
+constexpr int kThreads = 384;     // producer warpgroup + two consumer warpgroups
+constexpr float kLog2e = 1.4426950408889634f;
+
+struct Sm90Params {
+  const float* q;               // [num_tokens, num_heads, D]
+  float* out;                   // [num_tokens, num_heads, D]
+  const int32_t* query_start;   // [num_seqs + 1]
+  const int32_t* context_lens;  // [num_seqs]
+  const int32_t* block_tables;  // [num_seqs, max_blocks_per_seq]
+  const void* k_cache;          // [num_blocks, block_size, num_kv_heads, D] (bf16 or e4m3)
+  const void* v_cache;
+  float* partial;               // [num_tokens, num_heads, num_splits, D + 2] when num_splits > 1
+  unsigned* err;
+  int64_t num_blocks;
+  int num_seqs, num_heads, num_kv_heads, group, max_blocks_per_seq, block_size;
+  int tokens_per_cta;  // kRows / group
+  int tiles;           // bound on the (sequence, token tile) pairs of the batch
+  int num_splits, split_len;
+  float score_scale;   // softmax scale * log2(e) (* K scale for fp8): raw scores -> log2 units
+  float v_scale;       // V scale (fp8) or 1
+};
+
+// MMA operand type: BF16 for bf16 caches, FP16 for fp8 caches (E4M3 widens to FP16 exactly).
+template <bool F8>
+constexpr MmaType kMmaType = F8 ? MmaType::kF16 : MmaType::kBF16;
+
+// Shared memory: Q, then a ring of K tiles and a ring of V tiles (K is needed a turn before V,
+// so its ring is deeper), then the rings' mbarriers: per stage a "full" barrier (the producer's
+// 128 threads arrive as their copies land) and an "empty" one (the 8 consumer warps arrive
+// when their products have read the stage).
+
+template <int D, bool F8>
+struct Sm90Layout {
+  static constexpr int kBlocks = D / 64;          // 128-byte column blocks per row
+  static constexpr int kKStages = D == 128 ? 3 : 4;
+  static constexpr int kVStages = D == 128 ? 2 : 4;
+  static constexpr int kQBlock = kRows * 128;     // bytes of one Q column block
+  static constexpr int kKvBlock = kKeys * 128;    // bytes of one K or V column block
+  static constexpr int kQBytes = kBlocks * kQBlock;
+  static constexpr int kTileBytes = kBlocks * kKvBlock;  // one K or V tile
+  static constexpr int kKOffset = kQBytes;
+  static constexpr int kVOffset = kKOffset + kKStages * kTileBytes;
+  // FP8: two staging slots of raw E4M3 tiles (kKeys rows of D bytes).
+  static constexpr int kRawTileBytes = kKeys * D;
+  static constexpr int kStagingOffset = kVOffset + kVStages * kTileBytes;
+  static constexpr int kBarOffset = kStagingOffset + (F8 ? 2 * kRawTileBytes : 0);
+  static constexpr int kSmem = kBarOffset + 2 * (kKStages + kVStages) * 8 + 1024;  // + alignment slack
+};
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+// One ring of tiles in shared memory: tile i of the sequence sits in stage i % stages; its
+// barriers' phase parity there is (i / stages) & 1.
+struct Ring {
+  uint32_t tiles, full, empty;  // shared addresses: first tile, first full / empty barrier
+  int stages, tile_bytes;
+  __device__ __forceinline__ uint32_t tile(int i) const { return tiles + (i % stages) * tile_bytes; }
+  __device__ __forceinline__ uint32_t full_bar(int i) const { return full + 8 * (i % stages); }
+  __device__ __forceinline__ uint32_t empty_bar(int i) const { return empty + 8 * (i % stages); }
+  __device__ __forceinline__ unsigned parity(int i) const { return (i / stages) & 1; }
+};
+
+template <int D, bool F8>
+__device__ __forceinline__ Ring k_ring(uint32_t base) {
+  using Ly = Sm90Layout<D, F8>;
+  return {base + Ly::kKOffset, base + Ly::kBarOffset, base + Ly::kBarOffset + 8 * Ly::kKStages, Ly::kKStages,
+          Ly::kTileBytes};
+}
+template <int D, bool F8>
+__device__ __forceinline__ Ring v_ring(uint32_t base) {
+  using Ly = Sm90Layout<D, F8>;
+  const uint32_t bars = base + Ly::kBarOffset + 16 * Ly::kKStages;
+  return {base + Ly::kVOffset, bars, bars + 8 * Ly::kVStages, Ly::kVStages, Ly::kTileBytes};
+}
+
+// The CTA's (sequence, token tile), KV head and key range; ok = false when it has no rows.
+struct CtaWork {
+  bool ok;
+  int seq, qs, q0, ntok, rows, pos0, kb, ke, kvh;
+};
+
+__device__ __forceinline__ CtaWork locate_work(const Sm90Params& p) {
+  CtaWork w{};
+  w.kvh = static_cast<int>(blockIdx.x % p.num_kv_heads);
+  // Longest tiles first: the last tile of the batch (the most keys) starts first.
+  int tile = p.tiles - 1 - static_cast<int>(blockIdx.x / p.num_kv_heads);
+  const int tpc = p.tokens_per_cta;
+  int s = 0, qlen = 0;
+  for (; s < p.num_seqs; ++s) {
+    w.qs = p.query_start[s];
+    qlen = p.query_start[s + 1] - w.qs;
+    const int tiles = (qlen + tpc - 1) / tpc;
+    if (tile < tiles) break;
+    tile -= tiles;
+  }
+  if (s >= p.num_seqs) return w;
+  const int ctx = p.context_lens[s];
+  if (qlen <= 0 || ctx < qlen || static_cast<int64_t>(ctx) > static_cast<int64_t>(p.max_blocks_per_seq) * p.block_size) {
+    if (threadIdx.x == 0 && blockIdx.y == 0) atomicOr(p.err, kErrSeqShape);
+    return w;
+  }
+  w.seq = s;
+  w.q0 = tile * tpc;
+  w.ntok = min(tpc, qlen - w.q0);
+  w.rows = w.ntok * p.group;
+  w.pos0 = ctx - qlen + w.q0;
+  w.kb = 0;
+  w.ke = w.pos0 + w.ntok;
+  if (p.num_splits > 1) {
+    w.kb = min(static_cast<int>(blockIdx.y) * p.split_len, w.ke);
+    w.ke = min(w.kb + p.split_len, w.ke);
+  }
+  w.ok = true;
+  return w;
+}
+
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
+}  // namespace lancet::cuda::prefill_sm90

@@ -1,0 +1,147 @@
+// The Hopper prompt kernel's producer warpgroup: K and V tiles from the paged cache into the
+// rings (BF16 by cp.async; FP8 through a staging area, widened to FP16).
+#pragma once
+
+#include "backend/cuda/attention/prefill_sm90_layout.cuh"
+
+namespace lancet::cuda::prefill_sm90 {
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+// The producer warpgroup's view of the cache: lane l of warp w finds the cache row of tile row
+// 32 w + l (one block-table read per row and tile); the warp then copies its 32 rows in 16-byte
+// chunks, taking each row's offset from the lane that found it.
+template <int D, bool F8>
+struct TileCopier {
+  static constexpr int kRowBytes = F8 ? D : 2 * D;
+  static constexpr int kChunks = kRowBytes / 16;     // 16-byte chunks per cache row
+  static constexpr int kRowsPerCopy = 32 / kChunks;  // rows one warp-wide copy covers
+  const Sm90Params& p;
+  const CtaWork& w;
+  int n_tiles, warp, lane, c, sub;
+  const int32_t* table;
+  int64_t head_off, row_bytes;
+
+  __device__ __forceinline__ TileCopier(const Sm90Params& p_, const CtaWork& w_, int n)
+      : p(p_), w(w_), n_tiles(n), warp(threadIdx.x / 32), lane(threadIdx.x % 32), c(lane % kChunks),
+        sub(lane / kChunks), table(p_.block_tables + static_cast<int64_t>(w_.seq) * p_.max_blocks_per_seq),
+        head_off(static_cast<int64_t>(w_.kvh) * kRowBytes), row_bytes(static_cast<int64_t>(p_.num_kv_heads) * kRowBytes) {}
+
+  // Byte offset of this lane's row of tile it in the cache, or -1 (past the key range, or a
+  // bad block id: zero-filled).
+  __device__ __forceinline__ int64_t row_source(int it) const {
+    const int key = w.kb + (n_tiles - 1 - it) * kKeys + warp * 32 + lane;
+    if (key >= w.ke) return -1;
+    const int32_t blk = table[key / p.block_size];
+    if (blk < 0 || blk >= p.num_blocks) {
+      atomicOr(p.err, kErrBlockId);
+      return -1;
+    }
+    return (static_cast<int64_t>(blk) * p.block_size + key % p.block_size) * row_bytes + head_off;
+  }
+  __device__ __forceinline__ int row_of(int i) const { return warp * 32 + i * kRowsPerCopy + sub; }
+  // Copies this thread's chunks of a tile to dst, BF16: swizzled into a ring stage, FP8: rows
+  // of D bytes into a staging slot.
+  __device__ __forceinline__ void copy_rows(uint32_t dst, const void* cache, int64_t row_src) const {
+    const unsigned char* bytes = static_cast<const unsigned char*>(cache);
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      const int64_t src = __shfl_sync(0xffffffffu, row_src, i * kRowsPerCopy + sub);
+      const uint32_t at = F8 ? static_cast<uint32_t>(row_of(i) * D + c * 16)
+                             : (c / 8) * kKeys * 128 + sm90::swizzled_offset(row_of(i), c % 8);
+      sm90::cp_async16(dst + at, bytes + (src >= 0 ? src + c * 16 : 0), src >= 0 ? 16 : 0);
+    }
+  }
+};
+
+__device__ __forceinline__ void wait_empty(const Ring& r, int it) {
+  if (it >= r.stages) sm90::mbar_wait(r.empty_bar(it), r.parity(it) ^ 1);
+}
+
+// Producer warpgroup, BF16: the K tile then the V tile of each step (key tile n_tiles - 1 - it)
+// into their rings, K one step ahead of V (the consumers multiply K a turn earlier), with
+// cp.async straight into the ring; each thread's copies arrive on the stage's full barrier as
+// they land.
+template <int D>
+__device__ __forceinline__ void produce_bf16(const Sm90Params& p, const CtaWork& w, int n_tiles, const Ring& kr,
+                                             const Ring& vr) {
+  const TileCopier<D, false> tc(p, w, n_tiles);
+  auto copy_tile = [&](const Ring& r, int it, const void* cache, int64_t row_src) {
+    wait_empty(r, it);
+    tc.copy_rows(r.tile(it), cache, row_src);
+    sm90::cp_async_arrive_noinc(r.full_bar(it));
+  };
+  int64_t src_cur = tc.row_source(0);
+  copy_tile(kr, 0, p.k_cache, src_cur);
+  for (int it = 0; it < n_tiles; ++it) {
+    const int64_t src_next = it + 1 < n_tiles ? tc.row_source(it + 1) : -1;
+    if (it + 1 < n_tiles) copy_tile(kr, it + 1, p.k_cache, src_next);
+    copy_tile(vr, it, p.v_cache, src_cur);
+    src_cur = src_next;
+  }
+}
+
+// Producer warpgroup, FP8: the same order of copies, each into a staging slot (two, used in
+// turn, so the next copy flies while this one is widened); then each thread widens the chunks
+// it copied itself to FP16 in the ring stage and arrives.
+template <int D>
+__device__ __forceinline__ void produce_fp8(const Sm90Params& p, const CtaWork& w, int n_tiles, const Ring& kr,
+                                            const Ring& vr, unsigned char* smem, uint32_t base, uint32_t staging) {
+  using TC = TileCopier<D, true>;
+  const TC tc(p, w, n_tiles);
+  // Widens this thread's chunks of staging slot `slot` into ring stage `it` of V (or K).
+  auto widen = [&](bool is_v, int it, int slot) {
+    if (is_v) wait_empty(vr, it);
+    else wait_empty(kr, it);
+    const unsigned char* src = smem + (staging - base) + slot * kKeys * D;
+    unsigned char* dst = smem + ((is_v ? vr.tile(it) : kr.tile(it)) - base);
+#pragma unroll
+    for (int i = 0; i < TC::kChunks; ++i) {
+      const uint4 raw = *reinterpret_cast<const uint4*>(src + tc.row_of(i) * D + tc.c * 16);
+      uint4 lo, hi;
+      fp8x16_to_f16(raw, &lo, &hi);
+      // FP16 values c * 16 .. c * 16 + 15 of the row: chunks 2c and 2c + 1.
+      const int blk = (2 * tc.c) / 8;
+      *reinterpret_cast<uint4*>(dst + blk * kKeys * 128 + sm90::swizzled_offset(tc.row_of(i), (2 * tc.c) % 8)) = lo;
+      *reinterpret_cast<uint4*>(dst + blk * kKeys * 128 + sm90::swizzled_offset(tc.row_of(i), (2 * tc.c + 1) % 8)) = hi;
+    }
+    sm90::fence_proxy_async();
+    sm90::mbar_arrive(is_v ? vr.full_bar(it) : kr.full_bar(it));
+  };
+  // Copy jobs in order: K 0, then per step K it + 1 and V it; job q uses slot q % 2.
+  int q = 0;
+  int64_t src_cur = tc.row_source(0);
+  tc.copy_rows(staging, p.k_cache, src_cur);
+  sm90::cp_async_commit();
+  bool prev_v = false;  // the job waiting to be widened: V (else K) of tile prev_tile
+  int prev_tile = 0;
+  auto next_job = [&](bool is_v, int it, int64_t row_src) {
+    ++q;
+    tc.copy_rows(staging + (q % 2) * kKeys * D, is_v ? p.v_cache : p.k_cache, row_src);
+    sm90::cp_async_commit();
+    sm90::cp_async_wait<1>();  // job q - 1 has landed
+    widen(prev_v, prev_tile, (q - 1) % 2);
+    prev_v = is_v;
+    prev_tile = it;
+  };
+  for (int it = 0; it < n_tiles; ++it) {
+    const int64_t src_next = it + 1 < n_tiles ? tc.row_source(it + 1) : -1;
+    if (it + 1 < n_tiles) next_job(false, it + 1, src_next);
+    next_job(true, it, src_cur);
+    src_cur = src_next;
+  }
+  sm90::cp_async_wait<0>();
+  widen(prev_v, prev_tile, q % 2);
+}
+
+template <int D, bool F8>
+__device__ __forceinline__ void produce(const Sm90Params& p, const CtaWork& w, int n_tiles, const Ring& kr,
+                                        const Ring& vr, unsigned char* smem, uint32_t base, uint32_t staging) {
+  if (n_tiles == 0) return;
+  if constexpr (F8) produce_fp8<D>(p, w, n_tiles, kr, vr, smem, base, staging);
+  else produce_bf16<D>(p, w, n_tiles, kr, vr);
+}
+
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
+}  // namespace lancet::cuda::prefill_sm90
