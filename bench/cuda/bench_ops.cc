@@ -93,7 +93,11 @@ void row(const char* kind, const std::string& name, double us, double achieved, 
 // fp8: E4M3 weights with per-row scales (FP8 activations above the gemv rows). Weights are
 // uniform in [-0.035, 0.035) (the spread of a normal with sigma 0.02), from a cheap generator:
 // the 70B shapes hold half a billion values.
+// `bench_ops matmul TEXT`: only the linear layers whose name (with its "fp8 " prefix) holds TEXT.
+std::string g_matmul_filter;
+
 void bench_matmul(Backend& be, const char* name, int64_t m, int64_t k, bool fp8, std::vector<int64_t> ns) {
+  if ((std::string(fp8 ? "fp8 " : "") + name).find(g_matmul_filter) == std::string::npos) return;
   std::vector<uint16_t> host(static_cast<size_t>(m * k));
   std::vector<uint8_t> host8;
   std::vector<float> scales;
@@ -220,12 +224,14 @@ void bench_matmuls(Backend& be) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // `bench_ops attn` runs the attention cases only.
-  const bool attn_only = argc > 1 && std::string(argv[1]) == "attn";
+  // `bench_ops attn` runs the attention cases only, `bench_ops matmul [TEXT]` the linear layers only.
+  const std::string only = argc > 1 ? argv[1] : "";
+  if (only == "matmul" && argc > 2) g_matmul_filter = argv[2];
   auto be = make_backend("cuda");
   die(be.status(), "cuda backend");
   std::printf("%-10s %-34s %13s %18s\n", "op", "case", "time", "achieved");
-  if (!attn_only) bench_matmuls(**be);
+  if (only != "attn") bench_matmuls(**be);
+  if (only == "matmul") return 0;
   for (int64_t ctx : {int64_t{1024}, int64_t{8192}, int64_t{32768}, int64_t{131072}}) bench_attention(**be, 1, ctx, 1);
   bench_attention(**be, 1, 131072, 1, DType::kF8E4M3);
   bench_attention(**be, 64, 1024, 1);

@@ -182,12 +182,14 @@ StatusOr<WeightMatrix> CudaBackend::upload_weight(const WeightSpec& spec) {
       return InvalidArgument(spec.name + ": scale dtype " + dtype_name(s.dtype) + " not a float type");
   }
   // FP8 E4M3 stays FP8 (the gemv and FP8 GEMM paths apply the scales) when its rows suit the
-  // 16-byte loads; scales go up as f32 [1] or [rows].
+  // 16-byte loads; scales go up as f32 [rows], a per-tensor scale repeated (the GEMM's
+  // outer-vector scaling takes one scale per output channel).
   if (t.dtype == DType::kF8E4M3 && cols % 16 == 0) {
     if (scales.empty()) scales.assign(1, 1.0f);
     for (float sc : scales)
       if (!std::isfinite(sc) || sc <= 0.0f)
         return InvalidArgument(spec.name + ": weight scales must be finite and positive");
+    if (scales.size() == 1) scales.assign(static_cast<size_t>(rows), scales[0]);
     ASSIGN_OR_RETURN(Buffer dev, alloc(src_row_bytes * static_cast<size_t>(rows)));
     ASSIGN_OR_RETURN(Buffer dscale, alloc(scales.size() * sizeof(float)));
     LANCET_CUDA_RETURN(cudaMemcpyAsync(dev.data(), t.data, src_row_bytes * rows, cudaMemcpyHostToDevice, ctx_->stream),
@@ -204,7 +206,7 @@ StatusOr<WeightMatrix> CudaBackend::upload_weight(const WeightSpec& spec) {
     w.cols = cols;
     w.row_bytes = src_row_bytes;
     w.data = dev.data();
-    w.scale_kind = scales.size() == 1 ? WeightScale::kPerTensor : WeightScale::kPerRow;
+    w.scale_kind = WeightScale::kPerRow;
     w.scales = dscale.as<float>();
     w.owner = std::make_shared<std::pair<Buffer, Buffer>>(std::move(dev), std::move(dscale));
     return w;

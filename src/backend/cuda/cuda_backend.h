@@ -49,7 +49,12 @@ class DeviceScope {
   bool switched_ = false;
 };
 
-// A cached cuBLASLt plan for one (n, m, k, pointer alignment).
+// What a cuBLASLt plan multiplies: BF16 inputs; FP8 inputs with unit scales (the f32 output is
+// rescaled afterwards, or left unscaled for the gate/up epilogue); FP8 inputs with the per-row
+// activation and per-channel weight scales applied inside the GEMM (outer-vector scaling).
+enum class GemmKind : uint8_t { kBf16, kFp8Unit, kFp8Scaled };
+
+// A cached cuBLASLt plan for one (n, m, k, pointer alignment, kind).
 struct GemmPlan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
@@ -87,9 +92,10 @@ class CudaBackend final : public Backend {
                      float* out) override;
   Status matmul_multi(const float* x, int64_t n, std::span<const WeightMatrix* const> ws,
                       std::span<float* const> ys) override;
-  // FP8 weights above kGemvMaxRows rows: gate_out / up_out are left holding the UNSCALED GEMM
-  // outputs (x_q . W_q^T; backend.h lets this op leave them in any state, and no caller reads
-  // them), act is exact, and act's FP8 quantization is left for the down projection.
+  // FP8 weights above kGemvMaxRows rows: gate_out / up_out are left holding the GEMM outputs
+  // (UNSCALED, x_q . W_q^T, without outer-vector scaling; backend.h lets this op leave them in
+  // any state, and no caller reads them), act is exact, and act's FP8 quantization is left for
+  // the down projection.
   Status matmul_gate_up_silu(const float* x, int64_t n, const WeightMatrix& gate, const WeightMatrix& up,
                              float* gate_out, float* up_out, float* act) override;
 
@@ -109,13 +115,19 @@ class CudaBackend final : public Backend {
   CudaBackend() = default;
   // Grows a scratch buffer to at least nbytes (single stream: reuse is ordered).
   Status ensure_scratch(Buffer* buf, size_t nbytes);
-  StatusOr<const GemmPlan*> gemm_plan(int64_t n, int64_t m, int64_t k, unsigned align, bool fp8);
+  // kFp8Scaled plans are built with the first call's scale vectors (a_scale [m], b_scale [n]).
+  StatusOr<GemmPlan*> gemm_plan(int64_t n, int64_t m, int64_t k, unsigned align, GemmKind kind,
+                                const float* a_scale = nullptr, const float* b_scale = nullptr);
   // True when the gemv kernel handles this product (few rows, aligned, k a load multiple).
   bool gemv_fits(const float* x, int64_t n, const WeightMatrix& w) const;
-  // xin is x in W's input type (bf16, or fp8 from prepare_gemm_input).
-  Status gemm_cublas(const void* xin, int64_t n, const WeightMatrix& w, float* y, float beta = 0.0f);
+  // xin is x in W's input type (bf16, or fp8 from prepare_gemm_input). kFp8Scaled applies
+  // x_scale [n] and w.scales [w.rows] inside the GEMM.
+  Status gemm_cublas(const void* xin, int64_t n, const WeightMatrix& w, float* y, GemmKind kind,
+                     const float* x_scale = nullptr, float beta = 0.0f);
   Status prepare_gemm_input(const float* x, int64_t n, int64_t k, bool fp8);
-  Status gemm_prepared(int64_t n, const WeightMatrix& w, float* y);
+  // y = x . W^T from the prepared input. FP8 without outer-vector scaling: rescale = false
+  // leaves y unscaled (x_q . W_q^T) for an epilogue that applies the scales.
+  Status gemm_prepared(int64_t n, const WeightMatrix& w, float* y, bool rescale = true);
   // Also ends the prepared-input record (below): every op's kernels report through it.
   Status launch_status(cudaError_t e, const char* op);
   // Notes that x_fp8_ / x_scale_ now hold x [n, k] quantized (see fp8_prepared_).
@@ -168,7 +180,10 @@ class CudaBackend final : public Backend {
   Buffer err_word_;      // unsigned error bits set by kernels (kernels.h)
   // sample_rows staging: params then tokens, pinned on the host and on the device.
   Buffer sample_host_, sample_dev_;
-  std::map<std::tuple<int64_t, int64_t, int64_t, unsigned, bool>, GemmPlan> plans_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, unsigned, GemmKind>, GemmPlan> plans_;
+  // False once cuBLASLt offered no outer-vector-scaled FP8 algorithm (older libraries): the FP8
+  // GEMMs then run with unit scales and a rescale pass.
+  bool fp8_outer_scaling_ = true;
 };
 
 }  // namespace lancet::cuda

@@ -3,11 +3,13 @@
 //    f32 x; q/k/v share one launch and gate/up/SiLU*mul another.
 //  - BF16, larger n: cuBLASLt with x converted to BF16 on the device, FP32 accumulation and output
 //    (ActivationPrecision::kExact: x split into bf16 hi + lo and both multiplied, accumulating).
-//  - FP8, larger n: x quantized per row to E4M3 (dynamic per-token scales), a cuBLASLt FP8 GEMM
-//    with unit scales, then the per-row activation and per-channel weight scales applied to the
-//    f32 result. The quantization is skipped when the op that produced x already did it
-//    (rms_norm; the gate/up epilogue for the down projection: fp8_prepared_ in cuda_backend.h),
-//    and gate/up apply their scales, SiLU * up and act's quantization in one epilogue pass.
+//  - FP8, larger n: x quantized per row to E4M3 (dynamic per-token scales), then one cuBLASLt
+//    FP8 GEMM that applies the per-row activation and per-channel weight scales itself
+//    (outer-vector scaling, cuBLASLt 12.9+; with older libraries a unit-scale GEMM and a rescale
+//    pass over the f32 result). The quantization is skipped when the op that produced x already
+//    did it (rms_norm; the gate/up epilogue for the down projection: fp8_prepared_ in
+//    cuda_backend.h); gate/up run unit-scale GEMMs and apply their scales, SiLU * up and act's
+//    quantization in one epilogue pass.
 // In cuBLASLt's column-major terms: y^T [m, n] = op_T(W stored [k, m]) . x^T stored [k, n] ("TN",
 // the layout its BF16 kernels prefer and its FP8 kernels require). Descriptors and the
 // heuristic's first algorithm are cached per (n, m, k, pointer alignment, input type).
@@ -17,6 +19,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
+#include "core/logging.h"
 
 namespace lancet::cuda {
 namespace {
@@ -29,6 +32,16 @@ void destroy_plan(GemmPlan& p) {
   p = GemmPlan{};
 }
 
+Status set_scale_pointers(cublasLtMatmulDesc_t op, const float* a_scale, const float* b_scale) {
+  LANCET_CUBLAS_RETURN(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale,
+                                                      sizeof(a_scale)),
+                       "weight scales");
+  LANCET_CUBLAS_RETURN(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale,
+                                                      sizeof(b_scale)),
+                       "activation scales");
+  return OkStatus();
+}
+
 // Largest power of two (<= 256) dividing every address.
 unsigned common_alignment(const void* a, const void* b, const void* c) {
   const uintptr_t bits = reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b) |
@@ -38,8 +51,11 @@ unsigned common_alignment(const void* a, const void* b, const void* c) {
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-Status build_plan(cublasLtHandle_t lt, int64_t n, int64_t m, int64_t k, unsigned align, bool fp8,
-                  size_t workspace, GemmPlan* p) {
+// kFp8Scaled: a_scale [m] and b_scale [n] are the first call's scale vectors (cuBLASLt checks
+// the scale pointers when it picks the algorithm; each call sets its own).
+Status build_plan(cublasLtHandle_t lt, int64_t n, int64_t m, int64_t k, unsigned align, GemmKind kind,
+                  const float* a_scale, const float* b_scale, size_t workspace, GemmPlan* p) {
+  const bool fp8 = kind != GemmKind::kBf16;
   LANCET_CUBLAS_RETURN(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul desc");
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
   LANCET_CUBLAS_RETURN(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)),
@@ -52,6 +68,15 @@ Status build_plan(cublasLtHandle_t lt, int64_t n, int64_t m, int64_t k, unsigned
     const int8_t fast = 1;
     LANCET_CUBLAS_RETURN(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)),
                          "fast accumulation");
+  }
+  if (kind == GemmKind::kFp8Scaled) {
+    // cuBLASLt's A is W (M = m output channels), its B is x (N = n tokens).
+    const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    LANCET_CUBLAS_RETURN(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof(mode)),
+                         "weight scale mode");
+    LANCET_CUBLAS_RETURN(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof(mode)),
+                         "activation scale mode");
+    RETURN_IF_ERROR(set_scale_pointers(p->op, a_scale, b_scale));
   }
   const cudaDataType_t in = fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
   LANCET_CUBLAS_RETURN(cublasLtMatrixLayoutCreate(&p->a, in, k, m, k), "layout W");
@@ -102,14 +127,17 @@ GemvSegment segment(const WeightMatrix& w, float* y) {
 
 }  // namespace
 
-StatusOr<const GemmPlan*> CudaBackend::gemm_plan(int64_t n, int64_t m, int64_t k, unsigned align, bool fp8) {
-  const auto key = std::make_tuple(n, m, k, align, fp8);
+StatusOr<GemmPlan*> CudaBackend::gemm_plan(int64_t n, int64_t m, int64_t k, unsigned align, GemmKind kind,
+                                           const float* a_scale, const float* b_scale) {
+  const auto key = std::make_tuple(n, m, k, align, kind);
   auto it = plans_.find(key);
   if (it != plans_.end()) return &it->second;
   GemmPlan p;
-  Status st = build_plan(lt_, n, m, k, align, fp8, workspace_bytes_, &p);
+  Status st = build_plan(lt_, n, m, k, align, kind, a_scale, b_scale, workspace_bytes_, &p);
   if (!st.ok()) {
     destroy_plan(p);
+    // A library without outer-vector scaling rejects the scale modes or finds no algorithm.
+    if (kind == GemmKind::kFp8Scaled) return Unimplemented("cublasLt outer-vector FP8 scaling: " + st.message());
     return st;
   }
   return &plans_.emplace(key, p).first->second;
@@ -120,10 +148,12 @@ bool CudaBackend::gemv_fits(const float* x, int64_t n, const WeightMatrix& w) co
          aligned16(w.data);
 }
 
-Status CudaBackend::gemm_cublas(const void* xin, int64_t n, const WeightMatrix& w, float* y, float beta) {
-  const bool fp8 = w.dtype == DType::kF8E4M3;
+Status CudaBackend::gemm_cublas(const void* xin, int64_t n, const WeightMatrix& w, float* y, GemmKind kind,
+                                const float* x_scale, float beta) {
   const unsigned align = common_alignment(w.data, xin, y);
-  ASSIGN_OR_RETURN(const GemmPlan* plan, gemm_plan(n, w.rows, w.cols, align, fp8));
+  ASSIGN_OR_RETURN(GemmPlan* plan, gemm_plan(n, w.rows, w.cols, align, kind, w.scales, x_scale));
+  // The scale vectors are per call (the plan is shared by every weight of this shape).
+  if (kind == GemmKind::kFp8Scaled) RETURN_IF_ERROR(set_scale_pointers(plan->op, w.scales, x_scale));
   const float alpha = 1.0f;
   const cublasStatus_t st = cublasLtMatmul(lt_, plan->op, &alpha, w.data, plan->a, xin, plan->b, &beta, y, plan->c, y,
                                            plan->c, &plan->algo, workspace_.data(), workspace_bytes_, ctx_->stream);
@@ -152,14 +182,24 @@ Status CudaBackend::prepare_gemm_input(const float* x, int64_t n, int64_t k, boo
   return launch_status(launch_f32_to_bf16(x, x_bf16_.data(), n * k, ctx_->stream), "matmul: convert x");
 }
 
-Status CudaBackend::gemm_prepared(int64_t n, const WeightMatrix& w, float* y) {
+Status CudaBackend::gemm_prepared(int64_t n, const WeightMatrix& w, float* y, bool rescale) {
   if (w.dtype != DType::kF8E4M3) {
-    RETURN_IF_ERROR(gemm_cublas(x_bf16_.data(), n, w, y));
+    RETURN_IF_ERROR(gemm_cublas(x_bf16_.data(), n, w, y, GemmKind::kBf16));
     // Exact precision: y += W . lo (the part of x that bf16 rounded away).
-    if (precision_ == ActivationPrecision::kExact) RETURN_IF_ERROR(gemm_cublas(x_lo_.data(), n, w, y, 1.0f));
+    if (precision_ == ActivationPrecision::kExact)
+      RETURN_IF_ERROR(gemm_cublas(x_lo_.data(), n, w, y, GemmKind::kBf16, nullptr, 1.0f));
     return OkStatus();
   }
-  RETURN_IF_ERROR(gemm_cublas(x_fp8_.data(), n, w, y));
+  if (fp8_outer_scaling_ && w.scale_kind == WeightScale::kPerRow) {
+    // w.scales holds one scale per row (upload_weight widens a per-tensor scale).
+    Status st = gemm_cublas(x_fp8_.data(), n, w, y, GemmKind::kFp8Scaled, x_scale_.as<float>());
+    if (st.ok() || st.code() != StatusCode::kUnimplemented) return st;
+    // No such algorithm in this cuBLASLt: unit scales and a rescale pass from now on.
+    LOG_WARN("FP8 GEMMs fall back to unit scales and a rescale pass (" << st.message() << ")");
+    fp8_outer_scaling_ = false;
+  }
+  RETURN_IF_ERROR(gemm_cublas(x_fp8_.data(), n, w, y, GemmKind::kFp8Unit));
+  if (!rescale) return OkStatus();
   return launch_status(launch_rescale_fp8_output(y, n, w.rows, x_scale_.as<float>(), w.scales,
                                                  w.scale_kind == WeightScale::kPerRow, ctx_->stream),
                        "matmul: fp8 scales");
@@ -239,11 +279,14 @@ Status CudaBackend::matmul_gate_up_silu(const float* x, int64_t n, const WeightM
     RETURN_IF_ERROR(gemm_prepared(n, up, up_out));
     return silu_mul(gate_out, up_out, n, gate.rows, act);
   }
-  // FP8: the GEMMs leave gate_out / up_out UNSCALED (x_q . W_q^T; backend.h lets this op leave
-  // that scratch in any state), and one epilogue applies both scales, SiLU * up, and quantizes
-  // act for the down projection, which then skips its quantization pass.
-  RETURN_IF_ERROR(gemm_cublas(x_fp8_.data(), n, gate, gate_out));
-  RETURN_IF_ERROR(gemm_cublas(x_fp8_.data(), n, up, up_out));
+  // FP8: the two GEMMs (scaled by cuBLASLt, or left UNSCALED, x_q . W_q^T, without outer-vector
+  // scaling; backend.h lets this op leave that scratch in any state), then one epilogue that
+  // applies the scales if still due, SiLU * up, and quantizes act for the down projection, which
+  // then skips its quantization pass.
+  RETURN_IF_ERROR(gemm_prepared(n, gate, gate_out, /*rescale=*/false));
+  RETURN_IF_ERROR(gemm_prepared(n, up, up_out, /*rescale=*/false));
+  const bool scaled = fp8_outer_scaling_ && gate.scale_kind == WeightScale::kPerRow &&
+                      up.scale_kind == WeightScale::kPerRow;
   // x's scales, read before the epilogue overwrites them with act's; growing x_fp8_ keeps the
   // old buffer alive (retired_) for the GEMMs already enqueued on it.
   const float* x_scale = x_scale_.as<float>();
@@ -254,7 +297,7 @@ Status CudaBackend::matmul_gate_up_silu(const float* x, int64_t n, const WeightM
   e.up = up_out;
   e.n = n;
   e.m = gate.rows;
-  e.x_scale = x_scale;
+  e.x_scale = scaled ? nullptr : x_scale;
   e.gate_scale = gate.scales;
   e.gate_per_col = gate.scale_kind == WeightScale::kPerRow;
   e.up_scale = up.scales;

@@ -150,15 +150,18 @@ constexpr float kFp8MinScale = 1e-12f;
 cudaError_t launch_rms_norm_quantize_fp8(const RmsNormArgs& a, void* q /*[rows, dim] e4m3*/,
                                          float* scale /*[rows]*/, cudaStream_t s);
 
-// The FP8 gate/up GEMMs' shared epilogue: with g = gate[i, j] * (x_scale[i] * gate_scale[j or 0])
-// and u likewise, act = silu(g) * u, bit for bit what launch_rescale_fp8_output on both then
-// launch_silu_mul give; then act quantized per row into q / q_scale (the down projection's input).
+// The FP8 gate/up GEMMs' shared epilogue: act = silu(g) * u, bit for bit what launch_silu_mul
+// gives on the two GEMM outputs (with x_scale set: g = gate[i, j] * (x_scale[i] *
+// gate_scale[j or 0]) and u likewise, as launch_rescale_fp8_output on both would leave them);
+// then act quantized per row into q / q_scale (the down projection's input).
 struct Fp8SiluEpilogue {
-  const float* gate = nullptr;        // [n, m] unscaled FP8 GEMM output
-  const float* up = nullptr;          // [n, m] unscaled FP8 GEMM output
+  const float* gate = nullptr;        // [n, m] FP8 GEMM output (unscaled when x_scale is set)
+  const float* up = nullptr;          // [n, m] FP8 GEMM output (unscaled when x_scale is set)
   int64_t n = 0;
   int64_t m = 0;
-  const float* x_scale = nullptr;     // [n] the GEMM input's row scales (may be q_scale itself)
+  // [n] the GEMM input's row scales (may be q_scale itself), applied with gate_scale and
+  // up_scale; null when the GEMMs applied every scale themselves.
+  const float* x_scale = nullptr;
   const float* gate_scale = nullptr;  // [m] (gate_per_col) or [1]
   bool gate_per_col = false;
   const float* up_scale = nullptr;    // [m] (up_per_col) or [1]
