@@ -121,6 +121,26 @@ struct RopeArgs {
 // ones written this step) has context_lens[s] tokens, so its query row i sits at position
 // context_lens[s] - q_len + i and sees keys 0..that position (causal; decode is q_len == 1,
 // a prefill chunk is any q_len with earlier chunks already in the cache).
+// One attention plan per step (plan, then run): how every layer's paged_attention in a step
+// divides each query's keys among CTAs (split-KV), made once on the host from the step's real
+// lengths (Backend::plan_attention) and passed to every layer. num_splits == 0: not planned
+// (paged_attention plans the call itself from max_blocks_per_seq).
+struct AttentionStepPlan {
+  int32_t num_splits = 0;  // key ranges per query row (1: no split)
+  int32_t split_len = 0;   // keys per range (with num_splits > 1)
+  // The most splits any step of at least these rows and at most this context can plan (a
+  // replayed graph's launch holds this many and reads its step's own plan at run time).
+  int32_t max_splits = 0;
+};
+
+// What plan_attention plans from: the step's rows and the longest context among its sequences.
+struct AttentionPlanQuery {
+  int64_t num_tokens = 0;
+  int64_t num_seqs = 0;
+  int64_t num_heads = 0;
+  int64_t max_context_len = 0;
+};
+
 struct PagedAttentionArgs {
   int64_t num_tokens = 0;
   int64_t num_seqs = 0;
@@ -132,6 +152,10 @@ struct PagedAttentionArgs {
   const int32_t* context_lens = nullptr;  // [num_seqs]
   const int32_t* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq]
   float* out = nullptr;               // [num_tokens, num_heads, head_dim]
+  AttentionStepPlan plan;             // this step's plan (unset: the call plans itself)
+  // A captured graph's step: {num_splits, split_len} of each replay's own plan, in backend
+  // memory, read by the kernels at run time; the launch holds plan.max_splits splits.
+  const int32_t* device_plan = nullptr;  // [2]
 };
 
 // Writes this step's keys and values into their cache slots (slot = block * block_size + offset;
@@ -210,6 +234,13 @@ class Backend {
                           int64_t d, float* out /*[n, d]*/) = 0;
   virtual Status kv_write(const KvWriteArgs& a, const KvCacheLayer& cache) = 0;
   virtual Status paged_attention(const PagedAttentionArgs& a, const KvCacheLayer& cache) = 0;
+  // The step's attention plan (see AttentionStepPlan); backends that never split return
+  // {1, 0, 1}.
+  virtual AttentionStepPlan plan_attention(const AttentionPlanQuery& q, const KvCacheLayer& cache) const {
+    (void)q;
+    (void)cache;
+    return AttentionStepPlan{1, 0, 1};
+  }
   // out[r] = x[rows[r]] (picks the rows that need logits).
   virtual Status gather_rows(const float* x /*[n, d]*/, int64_t n, int64_t d,
                              const int32_t* rows /*[r]*/, int64_t r, float* out /*[r, d]*/) = 0;

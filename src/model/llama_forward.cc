@@ -79,6 +79,8 @@ Status LlamaModel::attention(LlamaRank& rk, int64_t l, const StepView& st, const
   pa.context_lens = st.context_lens;
   pa.block_tables = st.block_tables;
   pa.out = rk.attn.as<float>();
+  pa.plan = st.attn_plan;
+  pa.device_plan = st.attn_plan_dev;
   RETURN_IF_ERROR(be.paged_attention(pa, kv.layer(l)));
   RETURN_IF_ERROR(observe_input(rk, l, LinearInput::kO, rk.attn.as<float>(), T, rk.layout.num_heads * D));
   return be.matmul(rk.attn.as<float>(), T, L.o, rk.proj.as<float>());
@@ -115,6 +117,16 @@ Status LlamaModel::final_logits(LlamaRank& rk, const StepView& st) {
   return be.matmul(proj, R, rk.w.lm_head, rk.logits.as<float>());
 }
 
+AttentionStepPlan LlamaModel::plan_attention(int rank, const KvBuffers& kv, int64_t num_tokens, int64_t num_seqs,
+                                             int64_t max_context_len) const {
+  AttentionPlanQuery q;
+  q.num_tokens = num_tokens;
+  q.num_seqs = num_seqs;
+  q.num_heads = ranks_.at(rank).layout.num_heads;
+  q.max_context_len = max_context_len;
+  return ranks_.at(rank).be->plan_attention(q, kv.layer(0));
+}
+
 Status LlamaModel::enqueue(std::span<const StepView> views, std::span<KvBuffers* const> kv) {
   const size_t n = ranks_.size();
   if (views.size() != n || kv.size() != n)
@@ -126,10 +138,16 @@ Status LlamaModel::enqueue(std::span<const StepView> views, std::span<KvBuffers*
     RETURN_IF_ERROR(ranks_[r].be->embedding(ranks_[r].w.embed, views[r].token_ids, T, ranks_[r].residual.as<float>()));
   }
   RETURN_IF_ERROR(all_reduce(&LlamaRank::residual, T * H));
+  // One attention plan per step and rank, used by every layer.
+  std::vector<StepView> planned(views.begin(), views.end());
+  for (size_t r = 0; r < n; ++r)
+    if (planned[r].attn_plan.num_splits == 0)
+      planned[r].attn_plan = plan_attention(static_cast<int>(r), *kv[r], planned[r].num_tokens, planned[r].num_seqs,
+                                            planned[r].max_context_len);
   for (int64_t l = 0; l < cfg_.num_layers; ++l) {
     for (size_t r = 0; r < n; ++r) {
       RETURN_IF_ERROR(select(ranks_[r]));
-      RETURN_IF_ERROR(attention(ranks_[r], l, views[r], *kv[r]));
+      RETURN_IF_ERROR(attention(ranks_[r], l, planned[r], *kv[r]));
     }
     RETURN_IF_ERROR(all_reduce(&LlamaRank::proj, T * H));
     for (size_t r = 0; r < n; ++r) {

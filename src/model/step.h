@@ -8,12 +8,15 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/backend.h"
+
 namespace lancet {
 
 struct StepMetadata {
   int64_t num_tokens = 0;
   int64_t num_seqs = 0;
   int64_t max_blocks_per_seq = 0;
+  int64_t max_context_len = 0;  // the longest context_lens entry
   int64_t num_logits_rows = 0;
   // host
   std::vector<int32_t> token_ids;     // [num_tokens]
@@ -31,7 +34,12 @@ struct StepView {
   int64_t num_tokens = 0;
   int64_t num_seqs = 0;
   int64_t max_blocks_per_seq = 0;
+  int64_t max_context_len = 0;
   int64_t num_logits_rows = 0;
+  // The step's attention plan, made once for every layer (unset: LlamaModel::enqueue makes it
+  // from the fields above); a decode graph's views also carry it in backend memory.
+  AttentionStepPlan attn_plan;
+  const int32_t* attn_plan_dev = nullptr;  // [2] {num_splits, split_len}
   const int32_t* token_ids = nullptr;     // [num_tokens]
   const int32_t* positions = nullptr;     // [num_tokens]
   const int32_t* query_start = nullptr;   // [num_seqs + 1]

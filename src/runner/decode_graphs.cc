@@ -13,6 +13,7 @@ size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
 DecodeGraphs::DecodeGraphs(LlamaModel& model, int32_t block_size)
     : model_(model),
+      block_size_(block_size),
       max_width_(width_bucket((model.max_model_len() + block_size - 1) / block_size)),
       arenas_(static_cast<size_t>(model.num_ranks())) {}
 
@@ -37,6 +38,12 @@ int64_t DecodeGraphs::batch_bucket(int64_t n) {
   return (n + 31) / 32 * 32;
 }
 
+int64_t DecodeGraphs::batch_bucket_floor(int64_t bucket) {
+  if (bucket <= 8) return bucket == 1 ? 1 : bucket / 2 + 1;
+  if (bucket <= 64) return bucket - 7;
+  return bucket - 31;
+}
+
 int64_t DecodeGraphs::width_bucket(int64_t max_blocks) {
   int64_t w = 16;
   while (w < max_blocks) w *= 2;
@@ -57,6 +64,8 @@ StepArenaLayout DecodeGraphs::layout(int64_t width) const {
     *field = o;
     o += B * 4;
   }
+  l.attn_plan = o;
+  o += 2 * 4;
   o = align_up(o, 8);
   l.slot_mapping = o;
   o += B * 8;
@@ -81,7 +90,7 @@ Status DecodeGraphs::ensure_arena(int64_t width) {
   return OkStatus();
 }
 
-Status DecodeGraphs::fill(int r, const StepMetadata& st, int64_t B, int64_t W) {
+Status DecodeGraphs::fill(int r, const StepMetadata& st, int64_t B, int64_t W, const AttentionStepPlan& plan) {
   const int64_t n = st.num_seqs;
   const StepArenaLayout l = layout(arena_width_);
   const TpRankLayout& rank = model_.layout(r);
@@ -107,6 +116,9 @@ Status DecodeGraphs::fill(int r, const StepMetadata& st, int64_t B, int64_t W) {
     std::fill(row + have, row + W, 0);
   }
   qs[B] = static_cast<int32_t>(B);
+  auto* ap = reinterpret_cast<int32_t*>(h + l.attn_plan);
+  ap[0] = plan.num_splits;
+  ap[1] = plan.split_len;
   // One copy: everything before the tables plus the B rows of width W the graph reads.
   Backend& be = model_.backend(r);
   RETURN_IF_ERROR(be.make_current());
@@ -152,8 +164,17 @@ Status DecodeGraphs::run(const StepMetadata& st, std::span<KvBuffers* const> kv)
   const StepArenaLayout l = layout(arena_width_);
   std::vector<StepView> views;
   for (int r = 0; r < n; ++r) {
-    RETURN_IF_ERROR(fill(r, st, B, W));
-    views.push_back(l.view(arenas_[r].dev.data(), B, B, W, B));
+    // The step's own attention plan (what an eager step of it would use), read by the graph
+    // at run time; the graph's launches hold the most splits any step of its bucket plans.
+    AttentionStepPlan plan = model_.plan_attention(r, *kv[r], st.num_tokens, st.num_seqs, st.max_context_len);
+    if (plan.num_splits < 1) return FailedPrecondition("decode graphs: the step has no attention plan");
+    const int64_t floor = batch_bucket_floor(B);
+    plan.max_splits = model_.plan_attention(r, *kv[r], floor, floor, W * block_size_).max_splits;
+    RETURN_IF_ERROR(fill(r, st, B, W, plan));
+    StepView v = l.view(arenas_[r].dev.data(), B, B, W, B);
+    v.max_context_len = st.max_context_len;
+    v.attn_plan = plan;
+    views.push_back(v);
   }
   const auto key = std::make_pair(B, W);
   auto it = graphs_.find(key);

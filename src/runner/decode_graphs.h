@@ -5,7 +5,9 @@
 // buffers (with tensor parallelism every rank captures at once, its all-reduces included); a
 // step then pads its batch to the bucket, copies its metadata into each rank's buffers with
 // one copy, and replays the graphs. Padding rows decode token 0 at position 0 into no cache
-// slot (slot -1) and are never returned.
+// slot (slot -1) and are never returned. The step's attention plan travels in the arena too:
+// each replay splits the keys as an eager run of that step would (its real lengths, not the
+// bucket's), so graphs and eager decoding compute the same values.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +39,8 @@ class DecodeGraphs {
   static bool eligible(const StepMetadata& st);
   // The batch bucket a step of n sequences pads to, and the table width for max_blocks.
   static int64_t batch_bucket(int64_t n);
+  // The fewest sequences a step of this batch bucket holds.
+  static int64_t batch_bucket_floor(int64_t bucket);
   static int64_t width_bucket(int64_t max_blocks);
 
   // Enqueues the step on every rank (capturing its graphs first if needed); its logits rows
@@ -52,11 +56,12 @@ class DecodeGraphs {
   StepArenaLayout layout(int64_t width) const;
   Status ensure_arena(int64_t width);
   // Rank r's padded copy of the step into its arena.
-  Status fill(int r, const StepMetadata& st, int64_t B, int64_t W);
+  Status fill(int r, const StepMetadata& st, int64_t B, int64_t W, const AttentionStepPlan& plan);
   Status capture(std::span<const StepView> views, std::span<KvBuffers* const> kv,
                  std::vector<std::unique_ptr<BackendGraph>>* graphs);
 
   LlamaModel& model_;
+  int32_t block_size_;
   int64_t max_width_;
   int64_t arena_width_ = 0;
   uint64_t generation_ = 0;  // the model's workspace the graphs point at

@@ -63,6 +63,7 @@ StatusOr<StepMetadata> build_step(int32_t bs, int64_t num_blocks, std::span<cons
     }
     m.query_start.push_back(static_cast<int32_t>(m.token_ids.size()));
     m.context_lens.push_back(static_cast<int32_t>(ctx));
+    m.max_context_len = std::max(m.max_context_len, ctx);
   }
   m.num_tokens = static_cast<int64_t>(m.token_ids.size());
   m.num_logits_rows = static_cast<int64_t>(m.logits_rows.size());

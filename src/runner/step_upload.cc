@@ -52,7 +52,9 @@ StatusOr<StepView> StepUploader::upload(const StepMetadata& st, const TpRankLayo
   put(h, l.block_tables, st.block_tables);
   RETURN_IF_ERROR(be_.copy_to_device(dev_.data(), h, l.bytes));
 
-  return l.view(dev_.data(), st.num_tokens, st.num_seqs, st.max_blocks_per_seq, st.num_logits_rows);
+  StepView v = l.view(dev_.data(), st.num_tokens, st.num_seqs, st.max_blocks_per_seq, st.num_logits_rows);
+  v.max_context_len = st.max_context_len;
+  return v;
 }
 
 StepView StepArenaLayout::view(const void* base, int64_t num_tokens, int64_t num_seqs, int64_t max_blocks_per_seq,
@@ -70,6 +72,7 @@ StepView StepArenaLayout::view(const void* base, int64_t num_tokens, int64_t num
   v.logits_rows = reinterpret_cast<const int32_t*>(d + logits_rows);
   v.slot_mapping = reinterpret_cast<const int64_t*>(d + slot_mapping);
   v.block_tables = reinterpret_cast<const int32_t*>(d + block_tables);
+  if (attn_plan) v.attn_plan_dev = reinterpret_cast<const int32_t*>(d + attn_plan);
   return v;
 }
 

@@ -20,6 +20,8 @@ namespace lancet {
 struct StepArenaLayout {
   size_t token_ids = 0, positions = 0, query_start = 0, context_lens = 0, logits_rows = 0, slot_mapping = 0,
          block_tables = 0, bytes = 0;
+  // DecodeGraphs' arenas: the step's attention plan {num_splits, split_len} (0: none).
+  size_t attn_plan = 0;
   // The view of a step of these sizes whose arrays start at base + the offsets.
   StepView view(const void* base, int64_t num_tokens, int64_t num_seqs, int64_t max_blocks_per_seq,
                 int64_t num_logits_rows) const;

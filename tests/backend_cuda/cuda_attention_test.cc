@@ -121,8 +121,30 @@ void run_attention(const Geometry& geo, int64_t block_size, DType kv_dtype, cons
   // the prefill kernel, the rest in the decode kernel); f32 caches keep the CUDA-core decode.
   const bool flash = precision == ActivationPrecision::kFast &&
                      ((T >= 64 && T >= 4 * S) || kv_dtype != DType::kF32);
-  expect_nmse(to_host<float>(*g, *dout, ref.size()), ref, flash ? 1e-4 : fp8 ? 1e-8 : 1e-9,
-              what + (flash ? " (tensor cores)" : ""));
+  const double bound = flash ? 1e-4 : fp8 ? 1e-8 : 1e-9;
+  expect_nmse(to_host<float>(*g, *dout, ref.size()), ref, bound, what + (flash ? " (tensor cores)" : ""));
+
+  // The step's plan made once from the real lengths (Backend::plan_attention), run eagerly and
+  // as a captured graph runs it: read from device memory, over a grid of more splits than the
+  // plan holds. The two give the same bits.
+  const int64_t max_ctx = *std::max_element(ctx.begin(), ctx.end());
+  const AttentionStepPlan plan = g->plan_attention(AttentionPlanQuery{T, S, geo.num_heads, max_ctx}, gc);
+  ASSERT_GE(plan.num_splits, 1) << what;
+  ASSERT_GE(plan.max_splits, plan.num_splits) << what;
+  ga.plan = plan;
+  ASSERT_TRUE(g->paged_attention(ga, gc).ok()) << what;
+  ASSERT_TRUE(g->synchronize().ok()) << what;
+  const std::vector<float> eager = to_host<float>(*g, *dout, ref.size());
+  expect_nmse(eager, ref, bound, what + " (step plan)");
+  Buffer dplan = to_device(*g, std::vector<int32_t>{plan.num_splits, plan.split_len});
+  ASSERT_TRUE(g->zero(dout->data(), ref.size() * sizeof(float)).ok());
+  ga.plan.max_splits = plan.max_splits + 3;
+  ga.device_plan = dplan.as<int32_t>();
+  st = g->paged_attention(ga, gc);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  st = g->synchronize();
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  expect_bits_equal(to_host<float>(*g, *dout, ref.size()), eager, what + " (device plan, wider grid)");
 }
 
 const Geometry kGeometries[] = {

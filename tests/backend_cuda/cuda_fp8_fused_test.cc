@@ -25,6 +25,7 @@ namespace lancet {
 namespace {
 
 using testing::cpu_reference;
+using testing::expect_bits_equal;
 using testing::expect_nmse;
 using testing::gpu_backend;
 using testing::random_floats;
@@ -81,15 +82,6 @@ Pair upload(Backend& g, Backend* c, int64_t m, int64_t k, uint32_t seed, bool pe
     if (b.ok()) p.c = *b;
   }
   return p;
-}
-
-void expect_bits_equal(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  size_t diff = 0, first = 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0 && diff++ == 0) first = i;
-  if (diff) ADD_FAILURE() << what << ": " << diff << " of " << a.size() << " values differ, first at " << first << " ("
-                          << a[first] << " vs " << b[first] << ")";
 }
 
 double nmse(const std::vector<float>& a, const std::vector<float>& ref) {

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -82,6 +83,16 @@ inline void expect_nmse(const std::vector<float>& got, const std::vector<float>&
 // x [n, k] as the FP8 GEMMs see it: each row quantized to E4M3 with the shared per-row rule
 // (scale = max(absmax / 448, 1e-12), q = e4m3(x * (1 / scale)), saturating) and widened back,
 // so that a weight-only reference on it computes the W8A8 product exactly.
+// a and b equal bit for bit (NaNs included).
+inline void expect_bits_equal(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  size_t diff = 0, first = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0 && diff++ == 0) first = i;
+  if (diff) ADD_FAILURE() << what << ": " << diff << " of " << a.size() << " values differ, first at " << first << " ("
+                          << a[first] << " vs " << b[first] << ")";
+}
+
 inline std::vector<float> w8a8_input(const std::vector<float>& x, int64_t n, int64_t k) {
   std::vector<float> out(x.size());
   for (int64_t r = 0; r < n; ++r) {

@@ -88,6 +88,7 @@ class CudaBackend final : public Backend {
   Status silu_mul(const float* gate, const float* up, int64_t n, int64_t d, float* out) override;
   Status kv_write(const KvWriteArgs& a, const KvCacheLayer& cache) override;
   Status paged_attention(const PagedAttentionArgs& a, const KvCacheLayer& cache) override;
+  AttentionStepPlan plan_attention(const AttentionPlanQuery& q, const KvCacheLayer& cache) const override;
   Status gather_rows(const float* x, int64_t n, int64_t d, const int32_t* rows, int64_t r,
                      float* out) override;
   Status matmul_multi(const float* x, int64_t n, std::span<const WeightMatrix* const> ws,

@@ -44,11 +44,17 @@ cudaError_t launch_gather_rows(const float* x /*[n, d]*/, int64_t n, int64_t d, 
 cudaError_t launch_kv_write(const KvWriteArgs& a, const KvCacheLayer& cache, unsigned* err, cudaStream_t s);
 
 // How paged attention splits each query's context (flash decoding): num_splits > 1 writes
-// per-split partial results to the workspace and a second kernel combines them.
+// per-split partial results to the workspace and a second kernel combines them. With device
+// set (the decode and exact kernels, in captured graphs), the kernels and the merge read
+// {num_splits, split_len} from device[0..1] at run time instead, over a grid of grid_splits
+// splits (>= any plan device can hold); CTAs of splits past the plan exit, and a plan of one
+// split writes the output directly, as an eager launch of that plan does.
 struct AttentionPlan {
   int num_splits = 1;
   int split_len = 0;      // keys per split (multiple of 16)
-  float* partial = nullptr;  // [num_tokens, num_heads, num_splits, head_dim + 2] when num_splits > 1
+  int grid_splits = 1;    // the launch's splits, and the partial buffer's stride
+  const int32_t* device = nullptr;  // [2] {num_splits, split_len}, or null
+  float* partial = nullptr;  // [num_tokens, num_heads, grid_splits, head_dim + 2] when grid_splits > 1
 };
 
 // Query heads of one KV head that one CTA handles (the grid's head chunking).
@@ -61,9 +67,11 @@ cudaError_t launch_attention_exact(const PagedAttentionArgs& a, const KvCacheLay
 
 // The split-KV merge (attention/merge.cu): combines the partial results every attention
 // kernel writes under a split plan (maxima in log2 units) into out.
-cudaError_t launch_attention_merge(const float* partial /*[rows, num_splits, head_dim + 2]*/, int64_t rows,
-                                    int num_splits, int64_t head_dim, float* out /*[rows, head_dim]*/,
-                                    cudaStream_t s);
+// With device_plan, the splits merged are device_plan[0] (<= grid_splits; nothing is done for
+// one: the attention kernel wrote out itself), else grid_splits.
+cudaError_t launch_attention_merge(const float* partial /*[rows, grid_splits, head_dim + 2]*/, int64_t rows,
+                                    int grid_splits, const int32_t* device_plan /*[2] or null*/, int64_t head_dim,
+                                    float* out /*[rows, head_dim]*/, cudaStream_t s);
 
 // Decode attention on tensor cores (attention/decode.cu): same arguments and results as
 // launch_attention_exact for bf16 and fp8 caches, one CTA per (token, KV head, split) holding up

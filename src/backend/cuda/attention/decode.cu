@@ -56,11 +56,13 @@ struct DecodeParams {
   const int32_t* block_tables;  // [num_seqs, max_blocks_per_seq]
   const void* k_cache;          // [num_blocks, block_size, num_kv_heads, D]
   const void* v_cache;
-  float* partial;               // [num_tokens, num_heads, num_splits, D + 2]
+  float* partial;               // [num_tokens, num_heads, grid_splits, D + 2]
   unsigned* err;
   int64_t num_blocks;
   int num_seqs, num_heads, num_kv_heads, group, head_chunks, max_blocks_per_seq, block_size;
-  int num_splits, split_len;
+  int num_splits, split_len;  // the plan (overridden by plan_dev when set)
+  int grid_splits;            // splits in the grid: the partial buffer's stride
+  const int32_t* plan_dev;    // [2] {num_splits, split_len} read at run time, or null
   float q_scale;      // softmax scale * log2(e), applied to Q
   float score_scale;  // the K cache scale (1 unless fp8), applied to the scores
   float v_scale;      // the V cache scale (1 unless fp8)
@@ -111,10 +113,17 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) flash_decode_kernel(Deco
   const QueryRow qrow =
       find_query_row(t, p.query_start, p.context_lens, p.num_seqs, p.max_blocks_per_seq, p.block_size, p.err);
   const int s = qrow.seq, n_keys = qrow.n_keys;
+  const int num_splits = p.plan_dev ? p.plan_dev[0] : p.num_splits;
+  const int split_len = p.plan_dev ? p.plan_dev[1] : p.split_len;
+  if (num_splits < 1 || num_splits > static_cast<int>(gridDim.z)) {  // a plan the launch cannot hold
+    if (split == 0 && threadIdx.x == 0) atomicOr(p.err, kErrSeqShape);
+    return;
+  }
+  if (split >= num_splits) return;  // a graph's launch holds more splits than this step's plan
   int kb = 0, ke = n_keys;
-  if (p.num_splits > 1) {
-    kb = min(split * p.split_len, n_keys);
-    ke = min(kb + p.split_len, n_keys);
+  if (num_splits > 1) {
+    kb = min(split * split_len, n_keys);
+    ke = min(kb + split_len, n_keys);
   }
 
   // Q as the A operand: row r = head h0 + r (zero past the group), scaled into log2 units.
@@ -363,10 +372,10 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) flash_decode_kernel(Deco
       a += s_o[(w * kRows + r) * D + d] * c;
     }
     const int64_t oh = static_cast<int64_t>(t) * p.num_heads + h0 + r;
-    if (p.num_splits == 1) {
+    if (num_splits == 1) {
       p.out[oh * D + d] = sum > 0.0f ? a * p.v_scale / sum : 0.0f;
     } else {
-      float* part = p.partial + (oh * p.num_splits + split) * (D + 2);
+      float* part = p.partial + (oh * p.grid_splits + split) * (D + 2);
       part[d] = a * p.v_scale;
       if (d == 0) {
         part[D] = mx;  // log2 units
@@ -381,7 +390,7 @@ cudaError_t launch_typed(const DecodeParams& p, int64_t num_tokens, cudaStream_t
   cudaError_t e = allow_dynamic_smem<flash_decode_kernel<D, KV>>(Layout<D, KV>::kSmem);
   if (e != cudaSuccess) return e;
   const dim3 grid(static_cast<unsigned>(num_tokens), static_cast<unsigned>(p.num_kv_heads * p.head_chunks),
-                  static_cast<unsigned>(p.num_splits));
+                  static_cast<unsigned>(p.grid_splits));
   return launch_pdl(flash_decode_kernel<D, KV>, grid, dim3(kThreads), Layout<D, KV>::kSmem, s, p);
 }
 
@@ -389,8 +398,8 @@ template <int D>
 cudaError_t launch_dim(const DecodeParams& p, DType kv, int64_t num_tokens, cudaStream_t s) {
   cudaError_t e = kv == DType::kF8E4M3 ? launch_typed<D, __nv_fp8_e4m3>(p, num_tokens, s)
                                        : launch_typed<D, __nv_bfloat16>(p, num_tokens, s);
-  if (e != cudaSuccess || p.num_splits == 1) return e;
-  return launch_attention_merge(p.partial, num_tokens * p.num_heads, p.num_splits, D, p.out, s);
+  if (e != cudaSuccess || p.grid_splits == 1) return e;
+  return launch_attention_merge(p.partial, num_tokens * p.num_heads, p.grid_splits, p.plan_dev, D, p.out, s);
 }
 
 }  // namespace
@@ -403,7 +412,8 @@ cudaError_t launch_attention_decode(const PagedAttentionArgs& a, const KvCacheLa
   if (a.num_tokens > 0x7fffffffLL || a.num_seqs <= 0 || c.num_kv_heads <= 0 || a.num_heads % c.num_kv_heads != 0)
     return cudaErrorInvalidValue;
   if (c.dtype != DType::kBF16 && c.dtype != DType::kF8E4M3) return cudaErrorInvalidValue;
-  if (plan.num_splits < 1 || (plan.num_splits > 1 && (!plan.partial || plan.split_len <= 0)))
+  if (plan.num_splits < 1 || plan.grid_splits < plan.num_splits || (plan.num_splits > 1 && plan.split_len <= 0) ||
+      (plan.grid_splits > 1 && !plan.partial))
     return cudaErrorInvalidValue;
   const bool fp8 = c.dtype == DType::kF8E4M3;
   DecodeParams p{};
@@ -426,6 +436,8 @@ cudaError_t launch_attention_decode(const PagedAttentionArgs& a, const KvCacheLa
   p.block_size = static_cast<int>(c.block_size);
   p.num_splits = plan.num_splits;
   p.split_len = plan.split_len;
+  p.grid_splits = plan.grid_splits;
+  p.plan_dev = plan.device;
   p.q_scale = a.scale * kLog2e;
   p.score_scale = fp8 ? c.k_scale : 1.0f;
   p.v_scale = fp8 ? c.v_scale : 1.0f;

@@ -45,11 +45,13 @@ struct AttnParams {
   const int32_t* block_tables;  // [num_seqs, max_blocks_per_seq]
   const void* k_cache;        // [num_blocks, block_size, num_kv_heads, D]
   const void* v_cache;
-  float* partial;             // [num_tokens, num_heads, num_splits, D + 2]
+  float* partial;             // [num_tokens, num_heads, grid_splits, D + 2]
   unsigned* err;
   int64_t num_blocks;
   int num_seqs, num_heads, num_kv_heads, group, head_chunks, max_blocks_per_seq, block_size;
-  int num_splits, split_len;
+  int num_splits, split_len;  // the plan (overridden by plan_dev when set)
+  int grid_splits;            // splits in the grid: the partial buffer's stride
+  const int32_t* plan_dev;    // [2] {num_splits, split_len} read at run time, or null
   float scale_log2;  // softmax scale times the K cache scale times log2(e)
   float v_scale;     // the V cache scale (1 unless fp8)
 };
@@ -147,10 +149,17 @@ __global__ void __launch_bounds__(kThreads, 2) paged_attention_kernel(AttnParams
   const QueryRow qrow =
       find_query_row(t, p.query_start, p.context_lens, p.num_seqs, p.max_blocks_per_seq, p.block_size, p.err);
   const int s = qrow.seq, n_keys = qrow.n_keys;
+  const int num_splits = p.plan_dev ? p.plan_dev[0] : p.num_splits;
+  const int split_len = p.plan_dev ? p.plan_dev[1] : p.split_len;
+  if (num_splits < 1 || num_splits > static_cast<int>(gridDim.z)) {  // a plan the launch cannot hold
+    if (split == 0 && threadIdx.x == 0) atomicOr(p.err, kErrSeqShape);
+    return;
+  }
+  if (split >= num_splits) return;  // a graph's launch holds more splits than this step's plan
   int kb = 0, ke = n_keys;
-  if (p.num_splits > 1) {
-    kb = min(split * p.split_len, n_keys);
-    ke = min(kb + p.split_len, n_keys);
+  if (num_splits > 1) {
+    kb = min(split * split_len, n_keys);
+    ke = min(kb + split_len, n_keys);
   }
 
   float q[G][E];
@@ -345,10 +354,10 @@ __global__ void __launch_bounds__(kThreads, 2) paged_attention_kernel(AttnParams
       a += s_acc[(w * G + g) * D + d] * c;
     }
     const int64_t oh = static_cast<int64_t>(t) * p.num_heads + h0 + g;
-    if (p.num_splits == 1) {
+    if (num_splits == 1) {
       p.out[oh * D + d] = sum > 0.0f ? a * p.v_scale / sum : 0.0f;
     } else {
-      float* part = p.partial + (oh * p.num_splits + split) * (D + 2);
+      float* part = p.partial + (oh * p.grid_splits + split) * (D + 2);
       part[d] = a * p.v_scale;
       if (d == 0) {
         part[D] = mx;  // log2 units
@@ -367,7 +376,7 @@ cudaError_t launch_dim(const AttnParams& p0, DType kv_dtype, int64_t num_tokens,
   AttnParams p = p0;
   p.head_chunks = (p.group + G - 1) / G;
   const dim3 grid(static_cast<unsigned>(num_tokens), static_cast<unsigned>(p.num_kv_heads * p.head_chunks),
-                  static_cast<unsigned>(p.num_splits));
+                  static_cast<unsigned>(p.grid_splits));
   if (kv_dtype == DType::kBF16) {
     paged_attention_kernel<D, G, __nv_bfloat16><<<grid, kThreads, 0, s>>>(p);
   } else if (kv_dtype == DType::kF8E4M3) {
@@ -376,8 +385,8 @@ cudaError_t launch_dim(const AttnParams& p0, DType kv_dtype, int64_t num_tokens,
     paged_attention_kernel<D, G, float><<<grid, kThreads, 0, s>>>(p);
   }
   cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess || p.num_splits == 1) return e;
-  return launch_attention_merge(p.partial, num_tokens * p.num_heads, p.num_splits, D, p.out, s);
+  if (e != cudaSuccess || p.grid_splits == 1) return e;
+  return launch_attention_merge(p.partial, num_tokens * p.num_heads, p.grid_splits, p.plan_dev, D, p.out, s);
 }
 
 }  // namespace
@@ -395,7 +404,8 @@ cudaError_t launch_attention_exact(const PagedAttentionArgs& a, const KvCacheLay
   if (a.num_tokens <= 0) return cudaSuccess;
   if (a.num_tokens > 0x7fffffffLL || a.num_seqs <= 0 || c.num_kv_heads <= 0 || a.num_heads % c.num_kv_heads != 0)
     return cudaErrorInvalidValue;
-  if (plan.num_splits < 1 || (plan.num_splits > 1 && (!plan.partial || plan.split_len <= 0)))
+  if (plan.num_splits < 1 || plan.grid_splits < plan.num_splits || (plan.num_splits > 1 && plan.split_len <= 0) ||
+      (plan.grid_splits > 1 && !plan.partial))
     return cudaErrorInvalidValue;
   AttnParams p{};
   p.q = a.q;
@@ -416,6 +426,8 @@ cudaError_t launch_attention_exact(const PagedAttentionArgs& a, const KvCacheLay
   p.block_size = static_cast<int>(c.block_size);
   p.num_splits = plan.num_splits;
   p.split_len = plan.split_len;
+  p.grid_splits = plan.grid_splits;
+  p.plan_dev = plan.device;
   const bool fp8 = c.dtype == DType::kF8E4M3;
   p.scale_log2 = a.scale * (fp8 ? c.k_scale : 1.0f) * kLog2e;
   p.v_scale = fp8 ? c.v_scale : 1.0f;

@@ -11,11 +11,14 @@ namespace {
 
 // One block of D threads per (token, head): combines the splits' partial results.
 template <int D>
-__global__ void __launch_bounds__(D) attention_reduce_kernel(const float* __restrict__ partial, int num_splits,
+__global__ void __launch_bounds__(D) attention_reduce_kernel(const float* __restrict__ partial, int stride,
+                                                             const int32_t* __restrict__ device_plan,
                                                              float* __restrict__ out) {
   pdl_wait();
+  const int num_splits = device_plan ? device_plan[0] : stride;
+  if (num_splits <= 1) return;  // one split: the attention kernel wrote the output
   const int64_t oh = blockIdx.x;
-  const float* part = partial + oh * num_splits * (D + 2);
+  const float* part = partial + oh * stride * (D + 2);
   float mx = -INFINITY;
   for (int s = 0; s < num_splits; ++s) mx = fmaxf(mx, part[s * (D + 2) + D]);
   float sum = 0.0f, a = 0.0f;
@@ -31,15 +34,17 @@ __global__ void __launch_bounds__(D) attention_reduce_kernel(const float* __rest
 
 }  // namespace
 
-cudaError_t launch_attention_merge(const float* partial, int64_t rows, int num_splits, int64_t head_dim, float* out,
-                                    cudaStream_t s) {
+cudaError_t launch_attention_merge(const float* partial, int64_t rows, int grid_splits, const int32_t* device_plan,
+                                    int64_t head_dim, float* out, cudaStream_t s) {
   if (rows <= 0) return cudaSuccess;
-  if (rows > 0x7fffffffLL || num_splits < 1) return cudaErrorInvalidValue;
+  if (rows > 0x7fffffffLL || grid_splits < 1) return cudaErrorInvalidValue;
   const unsigned grid = static_cast<unsigned>(rows);
   if (head_dim == 64)
-    return launch_pdl(attention_reduce_kernel<64>, dim3(grid), dim3(64), 0, s, partial, num_splits, out);
+    return launch_pdl(attention_reduce_kernel<64>, dim3(grid), dim3(64), 0, s, partial, grid_splits, device_plan,
+                      out);
   if (head_dim == 128)
-    return launch_pdl(attention_reduce_kernel<128>, dim3(grid), dim3(128), 0, s, partial, num_splits, out);
+    return launch_pdl(attention_reduce_kernel<128>, dim3(grid), dim3(128), 0, s, partial, grid_splits, device_plan,
+                      out);
   return cudaErrorInvalidValue;
 }
 

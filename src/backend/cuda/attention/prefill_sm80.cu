@@ -419,7 +419,7 @@ cudaError_t launch_attention_prefill_sm80(const PagedAttentionArgs& a, const KvC
   else
     return cudaErrorInvalidValue;
   if (e != cudaSuccess || p.num_splits == 1) return e;
-  return launch_attention_merge(p.partial, a.num_tokens * a.num_heads, p.num_splits, c.head_dim, p.out, s);
+  return launch_attention_merge(p.partial, a.num_tokens * a.num_heads, p.num_splits, nullptr, c.head_dim, p.out, s);
 }
 
 }  // namespace lancet::cuda

@@ -126,7 +126,7 @@ cudaError_t launch_attention_prefill_sm90(const PagedAttentionArgs& a, const KvC
   const cudaError_t e = c.head_dim == 128 ? (fp8 ? launch_typed<128, true>(p, s) : launch_typed<128, false>(p, s))
                                           : (fp8 ? launch_typed<64, true>(p, s) : launch_typed<64, false>(p, s));
   if (e != cudaSuccess || p.num_splits == 1) return e;
-  return launch_attention_merge(p.partial, a.num_tokens * a.num_heads, p.num_splits, c.head_dim, p.out, s);
+  return launch_attention_merge(p.partial, a.num_tokens * a.num_heads, p.num_splits, nullptr, c.head_dim, p.out, s);
 }
 
 }  // namespace lancet::cuda

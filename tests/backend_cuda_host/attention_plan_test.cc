@@ -1,0 +1,85 @@
+// The CUDA backend's attention planner (backend/cuda/attention_plan.h), host code only (no GPU):
+// every plan covers its context exactly, and a graph bucket's bound holds every plan a step of
+// that bucket can make, the guarantee replayed decode graphs rely on (their launch holds the
+// bound and reads the step's own plan at run time).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "backend/cuda/attention_plan.h"
+#include "runner/decode_graphs.h"
+
+namespace lancet::cuda {
+namespace {
+
+KvCacheLayer cache(DType dtype, int64_t kv_heads, int64_t head_dim) {
+  KvCacheLayer c;
+  c.dtype = dtype;
+  c.num_blocks = 1 << 20;
+  c.block_size = 16;
+  c.num_kv_heads = kv_heads;
+  c.head_dim = head_dim;
+  return c;
+}
+
+void expect_covers(const AttentionStepPlan& p, int64_t ctx, const std::string& what) {
+  ASSERT_GE(p.num_splits, 1) << what;
+  ASSERT_LE(p.num_splits, p.max_splits) << what;
+  if (p.num_splits == 1) return;
+  EXPECT_EQ(p.split_len % 16, 0) << what;
+  EXPECT_GE(static_cast<int64_t>(p.num_splits) * p.split_len, ctx) << what;   // every key in a range
+  EXPECT_LT(static_cast<int64_t>(p.num_splits - 1) * p.split_len, ctx) << what;  // no empty range
+}
+
+TEST(AttentionPlan, DecodeBucketBoundHoldsEveryStepOfTheBucket) {
+  const AttentionDevice dev{132, false};
+  for (DType dt : {DType::kBF16, DType::kF8E4M3, DType::kF32})
+    for (auto [heads, kv, d] : {std::tuple{32, 8, 128}, std::tuple{8, 1, 128}, std::tuple{9, 3, 64}}) {
+      const KvCacheLayer c = cache(dt, kv, d);
+      for (int64_t bucket : {1, 2, 4, 8, 16, 24, 64, 96, 256}) {
+        const int64_t floor = DecodeGraphs::batch_bucket_floor(bucket);
+        ASSERT_EQ(DecodeGraphs::batch_bucket(floor), bucket);
+        if (floor > 1) ASSERT_LT(DecodeGraphs::batch_bucket(floor - 1), bucket);
+        for (int64_t width : {16, 32, 256, 8192}) {
+          const int64_t bound_ctx = width * c.block_size;
+          const AttentionStepPlan bound = plan_attention_splits({floor, floor, heads, bound_ctx}, c, dev);
+          for (int64_t n = floor; n <= bucket; n += std::max<int64_t>(1, (bucket - floor) / 3))
+            for (int64_t ctx : {int64_t{1}, int64_t{63}, int64_t{130}, bound_ctx / 3, bound_ctx - 15, bound_ctx}) {
+              const std::string what = std::string(dtype_name(dt)) + " heads " + std::to_string(heads) + "/" +
+                                       std::to_string(kv) + " bucket " + std::to_string(bucket) + " n " +
+                                       std::to_string(n) + " ctx " + std::to_string(ctx);
+              const AttentionStepPlan p = plan_attention_splits({n, n, heads, ctx}, c, dev);
+              expect_covers(p, ctx, what);
+              EXPECT_LE(p.num_splits, bound.max_splits) << what;
+              EXPECT_LE(p.max_splits, bound.max_splits) << what;
+            }
+        }
+      }
+    }
+}
+
+TEST(AttentionPlan, RoutesFollowTheStepShape) {
+  const KvCacheLayer bf16 = cache(DType::kBF16, 8, 128), f32 = cache(DType::kF32, 8, 128);
+  const AttentionDevice fast{132, false}, exact{132, true};
+  EXPECT_EQ(attention_route({1, 1, 32, 100}, bf16, fast), AttentionRoute::kDecode);
+  EXPECT_EQ(attention_route({1, 1, 32, 100}, bf16, exact), AttentionRoute::kExact);
+  EXPECT_EQ(attention_route({1, 1, 32, 100}, f32, fast), AttentionRoute::kExact);
+  EXPECT_EQ(attention_route({4096, 1, 32, 4096}, bf16, fast), AttentionRoute::kPrefillPacked);
+  EXPECT_EQ(attention_route({4096, 1, 32, 4096}, f32, fast), AttentionRoute::kPrefillF32Cache);
+  EXPECT_EQ(attention_route({4096, 1, 32, 4096}, bf16, exact), AttentionRoute::kExact);
+  // A prompt chunk late in a long context splits its keys; a whole prompt does not.
+  const AttentionStepPlan late = plan_attention_splits({256, 1, 32, 131072}, bf16, fast);
+  expect_covers(late, 131072, "256 queries at 128K");
+  EXPECT_GT(late.num_splits, 1);
+  EXPECT_EQ(late.split_len % 64, 0);
+  EXPECT_EQ(plan_attention_splits({32768, 1, 32, 32768}, bf16, fast).num_splits, 1);
+  // Batch 1 decode over 128K keys: flash decoding over every multiprocessor.
+  const AttentionStepPlan one = plan_attention_splits({1, 1, 32, 131072}, bf16, fast);
+  expect_covers(one, 131072, "batch 1 at 128K");
+  EXPECT_GE(one.num_splits * 8, 132);
+  // A batch that fills the GPU by itself does not split.
+  EXPECT_EQ(plan_attention_splits({256, 256, 32, 2048}, bf16, fast).num_splits, 1);
+}
+
+}  // namespace
+}  // namespace lancet::cuda
