@@ -1,4 +1,4 @@
-// ServingModel over engine/Runtime: the production adapter used by `lancet serve`.
+// ServingModel over runtime/Runtime: the production adapter used by `lancet serve`.
 #include "runtime/runtime.h"
 #include "server/serving_model.h"
 
