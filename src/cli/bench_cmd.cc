@@ -53,15 +53,17 @@ void add_speculation(const EngineStats& st, nlohmann::json* j) {
                          {"final_k", st.spec_current_k}};
 }
 
-// The engine's host work per step (scheduling, sampling bookkeeping, detokenization: what
-// is not a model pass), totals since the model loaded.
+// The engine loop's host work per step (scheduling, sampling bookkeeping, and on the output
+// side detokenization and stop strings: what is not a model pass), totals since the model
+// loaded. A step here is the engine's step plus its output processing.
 void add_engine_timing(const EngineStats& st, nlohmann::json* j) {
   if (st.steps == 0) return;
-  const double host = std::max(st.step_seconds - st.model_seconds, 0.0);
+  const double step = st.step_seconds + st.output_seconds;
+  const double host = std::max(step - st.model_seconds, 0.0);
   (*j)["engine"] = {{"steps", st.steps},
-                    {"step_ms_mean", 1e3 * st.step_seconds / static_cast<double>(st.steps)},
+                    {"step_ms_mean", 1e3 * step / static_cast<double>(st.steps)},
                     {"host_ms_per_step", 1e3 * host / static_cast<double>(st.steps)},
-                    {"host_share", st.step_seconds > 0 ? host / st.step_seconds : 0.0}};
+                    {"host_share", step > 0 ? host / step : 0.0}};
 }
 
 void print_engine_timing(const nlohmann::json& j, int width) {

@@ -4,7 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "engine/runtime.h"
+#include "runtime/runtime.h"
 #include "runner/sampling_params.h"
 
 namespace lancet::cli {

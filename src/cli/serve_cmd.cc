@@ -19,7 +19,7 @@
 #include "cli/commands.h"
 #include "cli/parse_args.h"
 #include "cli/runtime_flags.h"
-#include "engine/runtime.h"
+#include "runtime/runtime.h"
 #include "guard/guard_rules.h"
 #include "server/config_file.h"
 #include "server/http_guards.h"

@@ -52,7 +52,7 @@ void RequestStream::close() {
   cv_.notify_all();
 }
 
-AsyncEngine::AsyncEngine(Engine* engine) : engine_(engine) {
+AsyncEngine::AsyncEngine(Engine* engine, OutputStage* output) : engine_(engine), output_(output) {
   stats_ = engine_->stats();
   thread_ = std::thread([this] { loop(); });
 }
@@ -114,6 +114,7 @@ int64_t AsyncEngine::num_active_requests() const {
 
 void AsyncEngine::publish_stats() {
   EngineStats s = engine_->stats();
+  s.output_seconds = output_seconds_;
   std::lock_guard<std::mutex> lock(mu_);
   stats_ = std::move(s);
 }
@@ -121,12 +122,18 @@ void AsyncEngine::publish_stats() {
 void AsyncEngine::admit(const std::vector<PendingSubmit*>& taken) {
   int64_t failed = 0;
   for (PendingSubmit* p : taken) {
-    StatusOr<int64_t> id = engine_->add_request(*p->request);
+    const GenerationRequest& req = *p->request;
+    // Stop strings are matched on text: nobody applies them without an output stage.
+    Status st = output_                  ? output_->check(req)
+                : req.params.stop.empty() ? OkStatus()
+                                          : InvalidArgument("stop strings need a tokenizer; this model has none");
+    StatusOr<int64_t> id = st.ok() ? engine_->add_request(req) : StatusOr<int64_t>(st);
     if (!id.ok()) {
       p->status = id.status();
       ++failed;
       continue;
     }
+    if (output_) output_->add_request(*id, req);
     auto stream = std::make_shared<RequestStream>();
     stream->id_ = *id;
     stream->n_ = p->request->params.n;
@@ -140,6 +147,14 @@ void AsyncEngine::admit(const std::vector<PendingSubmit*>& taken) {
   active_ -= failed;
   submit_cv_.notify_all();
   if (active_ == 0) idle_cv_.notify_all();
+}
+
+void AsyncEngine::process_outputs(std::vector<TokenEvent>* events) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<SequenceKey> ended;
+  output_->process(events, &ended);
+  if (!ended.empty()) engine_->finish_sequences(ended);
+  output_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 void AsyncEngine::deliver(std::vector<TokenEvent>* events) {
@@ -193,6 +208,7 @@ void AsyncEngine::loop() {
       continue;
     }
     auto events = engine_->step();
+    if (events.ok() && output_) process_outputs(&*events);
     publish_stats();  // before the final events, see stats()
     if (!events.ok()) {
       LOG_ERROR("engine step failed: " << events.status().to_string());

@@ -8,6 +8,10 @@
 // submit waits at most for the step in progress, however long the loop keeps stepping; the
 // loop pushes every event once, right after the step that made it, and the push wakes the
 // reader. Nothing polls.
+//
+// Between the step and the push the loop runs the output stage, when there is one
+// (engine/output_stage.h: text, stop strings), and finishes the sequences it ended, so a
+// stream's events carry their text and a stop string's final event comes with its token.
 #pragma once
 
 #include <atomic>
@@ -21,6 +25,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/output_stage.h"
 
 namespace lancet {
 
@@ -62,11 +67,14 @@ class RequestStream {
 
 class AsyncEngine {
  public:
-  explicit AsyncEngine(Engine* engine);
+  // output: the output side (not owned; called on the loop thread only). Without one, events
+  // carry no text and requests with stop strings are refused.
+  explicit AsyncEngine(Engine* engine, OutputStage* output = nullptr);
   ~AsyncEngine();  // stops the loop (aborting what is left)
 
-  // Validates and queues; errors are the engine's (bad input, too long) or FailedPrecondition
-  // once shutting down. Waits for the loop to take the request (at most the step in progress).
+  // Validates and queues; errors are the output stage's or the engine's (bad input, too long)
+  // or FailedPrecondition once shutting down. Waits for the loop to take the request (at most
+  // the step in progress).
   StatusOr<std::shared_ptr<RequestStream>> submit(const GenerationRequest& req);
   void abort(int64_t request_id);
   // Stops accepting work; with drain, waits until every request in flight has finished,
@@ -90,11 +98,16 @@ class AsyncEngine {
   void loop();
   // Loop thread: registers the taken submits with the engine and wakes their callers.
   void admit(const std::vector<PendingSubmit*>& taken);
+  // Loop thread: one step's events through the output stage; the sequences it ended are
+  // finished in the engine.
+  void process_outputs(std::vector<TokenEvent>* events);
   // Loop thread: pushes one step's events to their streams (closing finished ones).
   void deliver(std::vector<TokenEvent>* events);
   void publish_stats();
 
   Engine* engine_;
+  OutputStage* output_;
+  double output_seconds_ = 0;  // loop thread only; published in stats_
   std::map<int64_t, std::shared_ptr<RequestStream>> streams_;  // loop thread only
 
   mutable std::mutex mu_;  // guards everything below

@@ -39,8 +39,6 @@ StatusOr<int64_t> Engine::add_request(const GenerationRequest& req) {
   const int64_t vocab = model_->vocab_size();
   RETURN_IF_ERROR(check_token_ids(req.prompt, vocab).with_context("prompt"));
   RETURN_IF_ERROR(req.params.validate(vocab, config_.max_logprobs));
-  if (!req.params.stop.empty() && !tokenizer_)
-    return InvalidArgument("stop strings need a tokenizer; this model has none");
   const int64_t total = static_cast<int64_t>(req.prompt.size()) + req.params.max_tokens;
   RETURN_IF_ERROR(check_context_length(static_cast<int64_t>(req.prompt.size()), req.params.max_tokens,
                                        config_.scheduler.max_model_len));
@@ -65,8 +63,6 @@ StatusOr<int64_t> Engine::add_request(const GenerationRequest& req) {
     seq->prompt_len = static_cast<int64_t>(req.prompt.size());
     seq->params = req.params;
     seq->seed = base_seed + static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull;
-    if (tokenizer_)
-      seq->text = std::make_unique<TextStream>(*tokenizer_, req.params.stop, req.params.include_stop_str_in_output);
     ids.push_back(seq->id);
     // Choices after the first wait until the first has computed the prompt, then find its
     // full blocks in the prefix cache instead of computing them again.
@@ -125,6 +121,19 @@ void Engine::finish(Sequence* seq, FinishReason reason, std::vector<TokenEvent>*
   seqs_.erase(sid);  // seq is dangling after this
 }
 
+void Engine::finish_sequences(std::span<const SequenceKey> keys) {
+  for (const SequenceKey& k : keys) {
+    auto it = requests_.find(k.request_id);
+    if (it == requests_.end()) continue;  // every choice has ended
+    for (SeqId sid : it->second) {
+      Sequence* seq = seqs_.at(sid).get();
+      if (seq->index != k.index) continue;
+      finish(seq, FinishReason::kStop, nullptr, /*emit=*/false);  // erases sid from it->second
+      break;
+    }
+  }
+}
+
 void Engine::apply_aborts(std::vector<TokenEvent>* events) {
   std::vector<int64_t> aborts;
   {
@@ -160,19 +169,12 @@ FinishReason Engine::emit_token(Sequence* seq, SampleResult r, std::vector<Token
                       config_.eos_token_ids.end();
   const bool is_stop_id = std::find(seq->params.stop_token_ids.begin(), seq->params.stop_token_ids.end(),
                                     r.token) != seq->params.stop_token_ids.end();
+  // Stop strings are the output side's: it may still end the sequence at this token
+  // (finish_sequences), or turn a kLength here into a stop.
   if (past_min && ((is_eos && !seq->params.ignore_eos) || is_stop_id)) {
     reason = FinishReason::kStop;
-    if (seq->text) ev.text = seq->text->finish();  // the stop token itself adds no text
-  } else {
-    bool stopped = false;
-    if (seq->text) ev.text = seq->text->push(r.token, &stopped);
-    if (stopped && past_min) {
-      reason = FinishReason::kStop;
-    } else if (seq->num_output() >= seq->params.max_tokens ||
-               seq->num_tokens() >= config_.scheduler.max_model_len) {
-      reason = FinishReason::kLength;
-      if (seq->text) ev.text += seq->text->finish();
-    }
+  } else if (seq->num_output() >= seq->params.max_tokens || seq->num_tokens() >= config_.scheduler.max_model_len) {
+    reason = FinishReason::kLength;
   }
   if (reason != FinishReason::kNone) {
     ev.finished = true;
@@ -305,8 +307,9 @@ void Engine::update(const SchedulerOutput& out, std::vector<std::vector<SampleRe
   }
   for (const ScheduledSeq& s : out.scheduled)
     if (s.seq->num_computed >= s.seq->prompt_len) release_followers(s.seq->id);
-  // Events, token by token: a stop (EOS, stop id, stop string, max_tokens, context) inside an
-  // accepted run ends the sequence at that token; the tokens after it are dropped.
+  // Events, token by token: a stop (EOS, stop id, max_tokens, context) inside an accepted run
+  // ends the sequence at that token; the tokens after it are dropped. (The output side cuts a
+  // run at a stop string the same way, dropping the events after it.)
   for (size_t i = 0; i < results.size(); ++i) {
     Sequence* seq = out.scheduled[i].seq;
     const int64_t produced = static_cast<int64_t>(results[i].size());

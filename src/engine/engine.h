@@ -1,8 +1,11 @@
 // The engine step loop (DESIGN.md §2): schedule -> runner.execute (runner/model_runner.h:
-// step metadata, forward, device/host sampling) -> verify drafts -> update (append, stop rules,
-// events, frees). Synchronous and single-threaded (step() is called by one
-// thread); abort() may be called from any thread and takes effect at the next step, which
-// frees the sequence's blocks. AsyncEngine (async_engine.h) runs this loop on a thread.
+// step metadata, forward, device/host sampling) -> verify drafts -> update (append, stop rules
+// on token ids: end tokens, stop token ids, max_tokens, the context; events, frees). Token ids
+// only: text, and the stop strings that need it, are the output side's (output/, called by
+// AsyncEngine's loop through engine/output_stage.h). Synchronous and single-threaded (step()
+// and finish_sequences() are called by one thread); abort() may be called from any thread and
+// takes effect at the next step, which frees the sequence's blocks. AsyncEngine
+// (async_engine.h) runs this loop on a thread.
 #pragma once
 
 #include <chrono>
@@ -12,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -39,8 +43,16 @@ struct EngineConfig {
 
 struct GenerationRequest {
   std::vector<int32_t> prompt;
+  // The engine reads everything but `stop` and `include_stop_str_in_output`: stop strings
+  // are matched on text, by the output side.
   SamplingParams params;
   int32_t priority = 0;
+};
+
+// One sequence of a request: its choice `index` (n > 1).
+struct SequenceKey {
+  int64_t request_id = 0;
+  int32_t index = 0;
 };
 
 // One generated token (or the end) of one sequence.
@@ -50,7 +62,9 @@ struct TokenEvent {
   int32_t token = -1;  // -1 when the event only reports the end (abort)
   float logprob = 0.0f;
   std::vector<TokenLogprob> top_logprobs;
-  std::string text;  // text released by this event (with a tokenizer set)
+  // Text released by this event: set by the output side (engine/output_stage.h) before the
+  // event reaches its RequestStream; the engine leaves it empty.
+  std::string text;
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
   int32_t prompt_tokens = 0;
@@ -80,9 +94,12 @@ struct EngineStats {
   // Wall seconds in step() (steps that ran a model pass or found nothing to run), and the
   // part spent in model passes (the target's execute and the draft's proposals). The
   // difference is the engine's host work: scheduling, block tables, sampling bookkeeping on
-  // device-sampled rows (all of sampling otherwise), detokenization and stop checks.
+  // device-sampled rows (all of sampling otherwise), stop checks on token ids.
   double step_seconds = 0;
   double model_seconds = 0;
+  // Wall seconds of the output side on the loop thread after the steps (detokenization, stop
+  // strings): AsyncEngine's, zero from a bare Engine.
+  double output_seconds = 0;
   int64_t prompt_tokens_computed = 0;
   int64_t generation_tokens = 0;
   // Tokens computed per step that ran a model pass (prompt + generated + draft tokens), in
@@ -119,9 +136,11 @@ class Engine {
   // usable for everything else.
   StatusOr<std::vector<TokenEvent>> step();
   bool has_work() const;
-  // With a tokenizer, events carry detokenized text and stop strings end sequences (the
-  // stop string and the end-of-sequence token are not part of the text). Set before use.
-  void set_tokenizer(const Tokenizer* tokenizer) { tokenizer_ = tokenizer; }
+  // Ends these sequences now, finish reason stop, without an event (the output side has
+  // already given each its final one: a stop string completed); their blocks are free when it
+  // returns. Sequences that have already ended are skipped. Called between steps by the
+  // thread that calls step().
+  void finish_sequences(std::span<const SequenceKey> seqs);
   EngineStats stats() const;
   const EngineConfig& config() const { return config_; }
   const Status& last_error() const { return last_error_; }
@@ -129,8 +148,8 @@ class Engine {
  private:
   void finish(Sequence* seq, FinishReason reason, std::vector<TokenEvent>* events, bool emit);
   void apply_aborts(std::vector<TokenEvent>* events);
-  // Appends one sampled token's event and applies the stop rules; returns the finish reason
-  // (kNone to go on).
+  // Appends one sampled token's event and applies the stop rules on token ids; returns the
+  // finish reason (kNone to go on).
   FinishReason emit_token(Sequence* seq, SampleResult r, std::vector<TokenEvent>* events);
   // Queues the choices that waited for `leader` to compute their shared prompt.
   void release_followers(SeqId leader);
@@ -158,7 +177,6 @@ class Engine {
   uint64_t arrivals_ = 0;
   std::mutex abort_mu_;
   std::vector<int64_t> pending_aborts_;
-  const Tokenizer* tokenizer_ = nullptr;
   std::random_device seed_source_;
   EngineStats counters_;
   Status last_error_;

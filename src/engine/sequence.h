@@ -5,14 +5,10 @@
 
 #include <chrono>
 #include <cstdint>
-#include <string>
 #include <vector>
-
-#include <memory>
 
 #include "runner/sampler.h"
 #include "runner/sampling_params.h"
-#include "engine/text_stream.h"
 #include "kv/kv_cache_manager.h"
 
 namespace lancet {
@@ -37,7 +33,6 @@ struct Sequence {
   FinishReason finish = FinishReason::kNone;
   SamplingParams params;
   uint64_t seed = 0;
-  std::unique_ptr<TextStream> text;  // set when the engine has a tokenizer
   // Speculative decoding: drafts proposed for the next step (verified there, then cleared),
   // the draft's distribution at each (empty: deterministic drafts), and this sequence's
   // acceptance counts.

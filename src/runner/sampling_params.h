@@ -25,7 +25,7 @@ struct SamplingParams {
   int32_t max_tokens = 16;
   int32_t min_tokens = 0;
   std::vector<int32_t> stop_token_ids;  // besides the model's eos ids
-  std::vector<std::string> stop;        // stop strings
+  std::vector<std::string> stop;        // stop strings (matched on text by the output side)
   bool include_stop_str_in_output = false;  // a matched stop string ends the text (vLLM's flag)
   bool ignore_eos = false;
   int32_t logprobs = -1;  // -1 = none; k >= 0: logprob of the sampled token + top k

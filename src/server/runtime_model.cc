@@ -1,5 +1,5 @@
-// ServingModel over engine/Runtime: the production adapter used by `lancet serve`.
-#include "engine/runtime.h"
+// ServingModel over runtime/Runtime: the production adapter used by `lancet serve`.
+#include "runtime/runtime.h"
 #include "server/serving_model.h"
 
 namespace lancet::server {

@@ -1,4 +1,4 @@
-// Settings of the HTTP front end (the model's settings are engine/RuntimeConfig). Filled by
+// Settings of the HTTP front end (the model's settings are runtime/RuntimeConfig). Filled by
 // `lancet serve` from flags or a --config file; validate() rejects contradictions at start.
 #pragma once
 

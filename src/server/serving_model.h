@@ -1,6 +1,6 @@
 // What the HTTP layer needs from a loaded model: its name and limits, prompt encoding (text
 // and chat), token texts for logprobs, and the AsyncEngine to submit to. RuntimeModel adapts
-// engine/Runtime; tests adapt an Engine over a fake executor, so the server can be tested
+// runtime/Runtime; tests adapt an Engine over a fake executor, so the server can be tested
 // without weights.
 #pragma once
 

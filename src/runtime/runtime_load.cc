@@ -5,9 +5,9 @@
 
 #include "core/logging.h"
 #include "core/thread_pool.h"
-#include "engine/kv_memory_plan.h"
-#include "engine/runtime.h"
-#include "engine/runtime_impl.h"
+#include "runtime/kv_memory_plan.h"
+#include "runtime/runtime.h"
+#include "runtime/runtime_impl.h"
 #include "io/dummy_source.h"
 #include "io/hf_config.h"
 #include "io/text_file.h"
@@ -212,8 +212,8 @@ Status Runtime::assemble(int64_t num_blocks) {
     memory_.draft_kv_bytes = (num_blocks + extra) * im.draft->kv_block_bytes(config.block_size, im.kv_dtype);
   }
   engine_ = std::make_unique<Engine>(ec, im.executor.get(), im.draft ? im.draft->executor.get() : nullptr);
-  if (tokenizer_) engine_->set_tokenizer(tokenizer_.get());
-  async_ = std::make_unique<AsyncEngine>(engine_.get());
+  output_ = std::make_unique<OutputProcessor>(tokenizer_.get());
+  async_ = std::make_unique<AsyncEngine>(engine_.get(), output_.get());
   return OkStatus();
 }
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "engine/draft_model.h"
-#include "engine/runtime.h"
+#include "runtime/draft_model.h"
+#include "runtime/runtime.h"
 #include "engine/speculative_config.h"
 #include "model/llama_model.h"
 #include "runner/llama_executor.h"

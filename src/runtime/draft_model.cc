@@ -1,5 +1,5 @@
 // Draft model loading and the shared-tokenizer check.
-#include "engine/draft_model.h"
+#include "runtime/draft_model.h"
 
 #include "core/logging.h"
 #include "io/dummy_source.h"

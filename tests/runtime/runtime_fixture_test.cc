@@ -8,7 +8,7 @@
 #include <map>
 #include <random>
 
-#include "engine/runtime.h"
+#include "runtime/runtime.h"
 #include "io/safetensors.h"
 #include "test_paths.h"
 

@@ -2,7 +2,7 @@
 // concurrent requests, and with the prompt's blocks cold or already in the prefix cache.
 #include <gtest/gtest.h>
 
-#include "engine/runtime.h"
+#include "runtime/runtime.h"
 #include "test_paths.h"
 
 namespace lancet {

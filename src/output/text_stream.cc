@@ -1,5 +1,5 @@
 // TextStream: detokenizer -> stop-string matcher.
-#include "engine/text_stream.h"
+#include "output/text_stream.h"
 
 namespace lancet {
 

@@ -7,7 +7,7 @@
 
 #include <cstdlib>
 
-#include "engine/runtime.h"
+#include "runtime/runtime.h"
 #include "io/safetensors.h"
 #include "runner/kv_calibration.h"
 #include "test_paths.h"

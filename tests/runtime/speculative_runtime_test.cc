@@ -5,8 +5,8 @@
 // stop string inside an accepted run ends the text where non-speculative decoding ends it.
 #include <gtest/gtest.h>
 
-#include "engine/draft_model.h"
-#include "engine/runtime.h"
+#include "runtime/draft_model.h"
+#include "runtime/runtime.h"
 #include "io/safetensors.h"
 #include "test_paths.h"
 
@@ -96,6 +96,17 @@ TEST(SpeculativeRuntime, DraftMustShareTheVocabulary) {
   EXPECT_FALSE(Runtime::create(rc).ok());
   rc.speculative_config = R"({"method": "ngram", "num_speculative_tokens": 0})";
   EXPECT_FALSE(Runtime::create(rc).ok());
+}
+
+// A forced acceptance rate (engine/speculative_config.h) changes the output: serving refuses
+// it, benchmarks opt in.
+TEST(SpeculativeRuntime, ForcedAcceptanceIsForBenchmarksOnly) {
+  RuntimeConfig rc;
+  rc.model = "unused";
+  rc.speculative_config = R"({"method": "ngram", "num_speculative_tokens": 2, "force_acceptance_rate": 0.5})";
+  EXPECT_NE(rc.validate().message().find("bench"), std::string::npos);
+  rc.allow_forced_acceptance = true;
+  EXPECT_TRUE(rc.validate().ok()) << rc.validate().to_string();
 }
 
 // The draft's KV cache comes out of the same budget as the target's (on a GPU, out of the

@@ -1,7 +1,9 @@
 // Runtime: everything a front end needs to serve one model, assembled from one validated
 // config: the model source, tokenizer, chat template, backend, Llama model, KV cache, the
-// Engine and its AsyncEngine loop. `lancet serve`, `run`, `generate` and the benchmarks all
-// start from here, so they agree on defaults and validation.
+// Engine, the output side (detokenization, stop strings) and the AsyncEngine loop that joins
+// them. `lancet serve`, `run`, `generate` and the benchmarks all start from here, so they agree
+// on defaults and validation. The assembly is the only layer that knows both the tokenizer and
+// the engine: the engine below it works on token ids.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +17,7 @@
 #include "engine/async_engine.h"
 #include "engine/engine.h"
 #include "io/model_source.h"
+#include "output/output_processor.h"
 #include "runner/kv_calibration.h"
 #include "runner/llama_executor.h"
 #include "tokenizer/chat_template/chat_template.h"
@@ -87,7 +90,8 @@ class Runtime {
   // Text of one token id (for logprobs): its decoded bytes, possibly a partial character.
   std::string token_text(int32_t id) const;
 
-  // The engine runs on its own thread; everything goes through the AsyncEngine (thread-safe).
+  // The engine runs on its own thread; everything goes through the AsyncEngine (thread-safe),
+  // whose events carry their text (the output processor runs in its loop).
   AsyncEngine& async_engine() { return *async_; }
 
   // Memory, for reports (bench latency, the long-context table): the KV cache's blocks and
@@ -130,6 +134,7 @@ class Runtime {
   MemoryReport memory_;
   std::unique_ptr<Impl> impl_;  // the ranks' backends, the model, its executor (KV buffers), the draft
   std::unique_ptr<Engine> engine_;
+  std::unique_ptr<OutputProcessor> output_;  // over tokenizer_
   std::unique_ptr<AsyncEngine> async_;
 };
 

@@ -1,6 +1,6 @@
 // plan_kv_blocks: bytes per block pair (target + draft), the budget, and the check that one
 // full-length sequence fits.
-#include "engine/kv_memory_plan.h"
+#include "runtime/kv_memory_plan.h"
 
 #include <algorithm>
 #include <string>

@@ -1,6 +1,7 @@
 // The text side of one generated sequence: incremental detokenization (never a partial UTF-8
 // character) followed by stop-string matching (never releasing text that may start a stop
-// string). The engine feeds it each sampled token and puts the released text on the event.
+// string). The output processor (output_processor.h) feeds it each of the sequence's tokens
+// and puts the released text on the token's event.
 #pragma once
 
 #include <string>

@@ -1,7 +1,7 @@
 // Runtime: the config's validation, prompt encoding and the chat template (create() and its
 // loading, memory and assembly steps are in runtime_load.cc).
-#include "engine/runtime.h"
-#include "engine/runtime_impl.h"
+#include "runtime/runtime.h"
+#include "runtime/runtime_impl.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -50,6 +50,7 @@ Status RuntimeConfig::validate() const {
 Runtime::~Runtime() {
   if (async_) async_->shutdown(/*drain=*/false);
   async_.reset();
+  output_.reset();
   engine_.reset();
 }
 
