@@ -16,6 +16,7 @@
 #include "core/logging.h"
 #include "engine/engine.h"
 #include "io/model_source.h"
+#include "output/output_processor.h"
 #include "runner/step_builder.h"
 #include "runner/step_upload.h"
 #include "tokenizer/model_tokenizer.h"
@@ -107,7 +108,7 @@ int main(int argc, char** argv) {
     cfg.scheduler.max_model_len = prompt_len + max_output + 16;
     cfg.enable_prefix_caching = true;
     Engine engine(cfg, &exec);
-    engine.set_tokenizer(tok->get());
+    OutputProcessor out(tok->get());  // detokenization and stop checks, as the AsyncEngine runs them
     for (int r = 0; r < batch; ++r) {
       GenerationRequest q;
       q.prompt.resize(prompt_len);
@@ -120,16 +121,21 @@ int main(int argc, char** argv) {
       q.params.ignore_eos = true;
       auto id = engine.add_request(q);
       if (!id.ok()) return std::fprintf(stderr, "%s\n", id.status().to_string().c_str()), 1;
+      out.add_request(*id, q);
     }
     // Prefill first (not timed), then the decode steps, every sequence in every step.
+    std::vector<SequenceKey> ended;
     int64_t decode_steps = 0, events = 0;
     double decode_s = 0, metadata_s = 0;
     while (engine.has_work()) {
       const EngineStats before = engine.stats();
       const auto t0 = std::chrono::steady_clock::now();
       auto ev = engine.step();
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (!ev.ok()) return std::fprintf(stderr, "%s\n", ev.status().to_string().c_str()), 1;
+      ended.clear();
+      out.process(&*ev, &ended);
+      engine.finish_sequences(ended);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const EngineStats after = engine.stats();
       const bool pure_decode = after.prompt_tokens_computed == before.prompt_tokens_computed &&
                                static_cast<int64_t>(ev->size()) == batch;
