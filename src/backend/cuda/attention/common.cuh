@@ -1,5 +1,5 @@
 // Pieces the paged-attention kernels share: finding the sequence and causal key range of a query
-// row, and E4M3 -> FP16 conversion of cache bytes.
+// row, a split's share of those keys, and E4M3 -> FP16 conversion of cache bytes.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -35,6 +35,31 @@ __device__ __forceinline__ QueryRow find_query_row(int t, const int32_t* query_s
                   static_cast<int64_t>(ctx) <= static_cast<int64_t>(max_blocks_per_seq) * block_size;
   if (!ok && threadIdx.x == 0) atomicOr(err, kErrSeqShape);
   return {lo, ok ? ctx - (qe - qs) + (t - qs) + 1 : 0};
+}
+
+// The keys [kb, ke) of split `split` of a row's n_keys under the plan {num_splits, split_len}
+// (read from plan_dev when set: a captured graph's step plan, kernels.h AttentionPlan). run is
+// false for a CTA with nothing to do: a split past the plan (the graph's launch holds the
+// bucket's bound), or a plan the launch cannot hold (reported as kErrSeqShape).
+struct SplitRange {
+  int kb, ke, num_splits;
+  bool run;
+};
+
+__device__ __forceinline__ SplitRange split_range(const int32_t* plan_dev /*[2] or null*/, int num_splits,
+                                                  int split_len, int split, int n_keys, unsigned* err) {
+  if (plan_dev) {
+    num_splits = plan_dev[0];
+    split_len = plan_dev[1];
+  }
+  if (num_splits < 1 || num_splits > static_cast<int>(gridDim.z)) {
+    if (split == 0 && threadIdx.x == 0) atomicOr(err, kErrSeqShape);
+    return {0, 0, num_splits, false};
+  }
+  if (split >= num_splits) return {0, 0, num_splits, false};
+  if (num_splits == 1) return {0, n_keys, 1, true};
+  const int kb = min(split * split_len, n_keys);
+  return {kb, min(kb + split_len, n_keys), num_splits, true};
 }
 
 // The two E4M3 values in the low 16 bits of w -> FP16 pair (exact; the lower byte in the low half).

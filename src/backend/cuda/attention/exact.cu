@@ -149,18 +149,9 @@ __global__ void __launch_bounds__(kThreads, 2) paged_attention_kernel(AttnParams
   const QueryRow qrow =
       find_query_row(t, p.query_start, p.context_lens, p.num_seqs, p.max_blocks_per_seq, p.block_size, p.err);
   const int s = qrow.seq, n_keys = qrow.n_keys;
-  const int num_splits = p.plan_dev ? p.plan_dev[0] : p.num_splits;
-  const int split_len = p.plan_dev ? p.plan_dev[1] : p.split_len;
-  if (num_splits < 1 || num_splits > static_cast<int>(gridDim.z)) {  // a plan the launch cannot hold
-    if (split == 0 && threadIdx.x == 0) atomicOr(p.err, kErrSeqShape);
-    return;
-  }
-  if (split >= num_splits) return;  // a graph's launch holds more splits than this step's plan
-  int kb = 0, ke = n_keys;
-  if (num_splits > 1) {
-    kb = min(split * split_len, n_keys);
-    ke = min(kb + split_len, n_keys);
-  }
+  const SplitRange range = split_range(p.plan_dev, p.num_splits, p.split_len, split, n_keys, p.err);
+  if (!range.run) return;
+  const int num_splits = range.num_splits, kb = range.kb, ke = range.ke;
 
   float q[G][E];
 #pragma unroll
