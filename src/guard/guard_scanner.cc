@@ -51,12 +51,24 @@ void GuardScanner::scan_regexes(bool final) {
   const uint64_t window = static_cast<uint64_t>(rules_->regex_window());
   bool skip = false;
   if (const RegexMatcher* all = rules_->combined_regex()) {
+    // One search of the alternation of every pattern: no pattern matches, completely or in
+    // part, before the first (partial) match it reports, so no pattern's search needs to start
+    // earlier. Nothing: every pattern is done up to the end. A partial match (streaming) within
+    // the window: the patterns wait for more text from there (as one pattern's partial match
+    // makes it wait), with no search of their own until the alternation completes or drops it.
     uint64_t from = end;
     for (uint64_t n : regex_next_) from = std::min(from, n);
     const size_t at = static_cast<size_t>(std::max(from, tail_base_) - tail_base_);
-    if (all->search(tail_, at, /*partial=*/!final).result == RegexMatcher::Result::kNone) {
+    const RegexMatcher::Found f = all->search(tail_, at, /*partial=*/!final);
+    if (f.result == RegexMatcher::Result::kNone) {
       std::fill(regex_next_.begin(), regex_next_.end(), end);
       skip = true;
+    } else {
+      const uint64_t first = tail_base_ + f.start;
+      for (uint64_t& n : regex_next_) n = std::max(n, first);
+      // A partial match longer than the window is not waited for: the patterns search on
+      // their own (each drops its own overlong partial match, a documented limit).
+      skip = f.result == RegexMatcher::Result::kPartial && end - first <= window;
     }
   }
   for (size_t r = 0; r < rules_->num_regexes() && !skip; ++r) {
