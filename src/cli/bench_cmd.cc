@@ -17,6 +17,7 @@
 
 #include <sys/resource.h>
 
+#include "cli/bench_dataset.h"
 #include "cli/commands.h"
 #include "cli/parse_args.h"
 #include "cli/runtime_flags.h"
@@ -104,41 +105,18 @@ void add_bench_model_flags(CLI::App& app, RuntimeConfig* rc) {
         ->capture_default_str();
 }
 
-// Random prompts of `len` ids drawn from the vocabulary (skipping the first 256 ids, where
-// byte and special tokens usually live), or prompts from a dataset file: one JSON object per
-// line with "prompt" (text) or "prompt_ids".
-StatusOr<std::vector<std::vector<int32_t>>> make_prompts(Runtime& rt, int n, int len, const std::string& dataset,
-                                                         uint64_t seed) {
-  std::vector<std::vector<int32_t>> out;
-  if (!dataset.empty()) {
-    std::ifstream f(dataset);
-    if (!f) return NotFound("cannot open dataset " + dataset);
-    std::string line;
-    while (static_cast<int>(out.size()) < n && std::getline(f, line)) {
-      if (line.empty()) continue;
-      auto j = nlohmann::json::parse(line, nullptr, false);
-      if (j.is_discarded() || !j.is_object()) return InvalidArgument(dataset + ": each line must be a JSON object");
-      if (j.contains("prompt_ids")) {
-        out.push_back(j["prompt_ids"].get<std::vector<int32_t>>());
-      } else if (j.contains("prompt") && j["prompt"].is_string()) {
-        ASSIGN_OR_RETURN(auto ids, rt.encode_prompt(j["prompt"].get<std::string>()));
-        out.push_back(std::move(ids));
-      } else {
-        return InvalidArgument(dataset + ": a line has neither prompt nor prompt_ids");
-      }
-    }
-    if (out.empty()) return InvalidArgument(dataset + " holds no prompts");
-    return out;
-  }
-  std::mt19937_64 rng(seed);
-  const int64_t vocab = rt.vocab_size();
-  const int64_t lo = vocab > 1024 ? 256 : 3;
-  for (int i = 0; i < n; ++i) {
-    std::vector<int32_t> p(len);
-    for (auto& t : p) t = static_cast<int32_t>(lo + static_cast<int64_t>(rng() % static_cast<uint64_t>(vocab - lo)));
-    out.push_back(std::move(p));
-  }
-  return out;
+// The model's tokenizer as the dataset reader uses it (prompts encoded as the API would).
+DatasetTokenizer dataset_tokenizer(Runtime& rt) {
+  return DatasetTokenizer{[&rt](const std::string& text) { return rt.encode_prompt(text); }, rt.vocab_size()};
+}
+
+// Fresh random prompts of len ids (no prefix-cache hits between calls of different seeds).
+StatusOr<std::vector<BenchPrompt>> random_prompts(Runtime& rt, int n, int len, uint64_t seed) {
+  DatasetOptions o;
+  o.num_prompts = n;
+  o.input_len = len;
+  o.seed = seed;
+  return make_bench_prompts(o, dataset_tokenizer(rt));
 }
 
 struct RequestTiming {
@@ -148,9 +126,15 @@ struct RequestTiming {
   std::vector<double> itl;  // inter-token latencies
 };
 
-// Submits all prompts at once (or one after another) and waits for every token.
-StatusOr<std::vector<RequestTiming>> run_requests(Runtime& rt, const std::vector<std::vector<int32_t>>& prompts,
+// Submits all prompts at once (or one after another) and waits for every token; each prompt
+// with sp (its own output length, when it has one, as max_tokens).
+StatusOr<std::vector<RequestTiming>> run_requests(Runtime& rt, const std::vector<BenchPrompt>& prompts,
                                                   const SamplingParams& sp, bool sequential) {
+  auto request = [&](const BenchPrompt& p) {
+    GenerationRequest r{p.ids, sp, 0};
+    if (p.output_len > 0) r.params.max_tokens = p.output_len;
+    return r;
+  };
   std::vector<RequestTiming> timings(prompts.size());
   auto drain = [&](size_t i, std::shared_ptr<RequestStream> s, Clock::time_point t0) {
     TokenEvent ev;
@@ -167,9 +151,8 @@ StatusOr<std::vector<RequestTiming>> run_requests(Runtime& rt, const std::vector
   };
   if (sequential) {
     for (size_t i = 0; i < prompts.size(); ++i) {
-      GenerationRequest r{prompts[i], sp, 0};
       const auto t0 = Clock::now();
-      ASSIGN_OR_RETURN(auto s, rt.async_engine().submit(r));
+      ASSIGN_OR_RETURN(auto s, rt.async_engine().submit(request(prompts[i])));
       drain(i, s, t0);
     }
     return timings;
@@ -177,8 +160,7 @@ StatusOr<std::vector<RequestTiming>> run_requests(Runtime& rt, const std::vector
   std::vector<std::shared_ptr<RequestStream>> streams;
   const auto t0 = Clock::now();
   for (const auto& p : prompts) {
-    GenerationRequest r{p, sp, 0};
-    ASSIGN_OR_RETURN(auto s, rt.async_engine().submit(r));
+    ASSIGN_OR_RETURN(auto s, rt.async_engine().submit(request(p)));
     streams.push_back(s);
   }
   // Streams buffer their events, so reading them in order loses no timing information that
@@ -196,7 +178,8 @@ int bench_throughput(int argc, char** argv) {
   sp.temperature = 0.0f;
   sp.ignore_eos = true;
   int num_prompts = 64, input_len = 128, output_len = 64;
-  std::string dataset;
+  std::string dataset, dataset_name = "auto";
+  int sharegpt_output_len = 0;
   bool json = false, sequential = false;
   uint64_t seed = 0;
   add_runtime_flags(app, &rc);
@@ -205,7 +188,13 @@ int bench_throughput(int argc, char** argv) {
   app.add_option("--num-prompts", num_prompts)->capture_default_str();
   app.add_option("--input-len", input_len)->capture_default_str();
   app.add_option("--output-len", output_len)->capture_default_str();
-  app.add_option("--dataset", dataset, "JSON lines with prompt or prompt_ids");
+  app.add_option("--dataset", dataset,
+                 "prompts file: JSON lines with prompt or prompt_ids (and output_len), or a ShareGPT JSON list");
+  app.add_option("--dataset-name", dataset_name, "auto (a file starting with '[' is ShareGPT), jsonl or sharegpt")
+      ->capture_default_str();
+  app.add_option("--sharegpt-output-len", sharegpt_output_len,
+                 "ShareGPT: this output length instead of the second turn's")
+      ->capture_default_str();
   app.add_option("--seed", seed)->capture_default_str();
   app.add_option("--temperature", sp.temperature, "0 = greedy (default); vLLM's benchmark samples at 1.0")
       ->capture_default_str();
@@ -221,7 +210,19 @@ int bench_throughput(int argc, char** argv) {
     std::fprintf(stderr, "lancet bench throughput: %s\n", rt.status().to_string().c_str());
     return 1;
   }
-  auto prompts = make_prompts(**rt, num_prompts, input_len, dataset, seed);
+  auto format = parse_dataset_format(dataset_name);
+  if (!format.ok()) {
+    std::fprintf(stderr, "lancet bench throughput: %s\n", format.status().to_string().c_str());
+    return 2;
+  }
+  DatasetOptions dopt;
+  dopt.path = dataset;
+  dopt.format = *format;
+  dopt.num_prompts = num_prompts;
+  dopt.input_len = input_len;
+  dopt.fixed_output_len = sharegpt_output_len;
+  dopt.seed = seed;
+  auto prompts = make_bench_prompts(dopt, dataset_tokenizer(**rt));
   if (!prompts.ok()) {
     std::fprintf(stderr, "lancet bench throughput: %s\n", prompts.status().to_string().c_str());
     return 1;
@@ -234,7 +235,7 @@ int bench_throughput(int argc, char** argv) {
     return 1;
   }
   int64_t in_tokens = 0, out_tokens = 0;
-  for (const auto& p : *prompts) in_tokens += static_cast<int64_t>(p.size());
+  for (const auto& p : *prompts) in_tokens += static_cast<int64_t>(p.ids.size());
   for (const auto& t : *timings) out_tokens += t.output_tokens;
   nlohmann::json j = {{"mode", sequential ? "sequential" : "batched"},
                       {"num_prompts", prompts->size()},
@@ -296,7 +297,11 @@ int latency_at(Runtime& rt, const RuntimeConfig& rc, const SamplingParams& sp, i
   const int batch_size = o.batch_size, output_len = o.output_len, iters = o.iters;
   for (int it = 0; it < o.warmup + iters; ++it) {
     // Fresh prompts every iteration: no prefix-cache hits.
-    auto prompts = make_prompts(rt, batch_size, input_len, "", 1000 + static_cast<uint64_t>(it) * batch_size);
+    auto prompts = random_prompts(rt, batch_size, input_len, 1000 + static_cast<uint64_t>(it) * batch_size);
+    if (!prompts.ok()) {
+      std::fprintf(stderr, "lancet bench latency: %s\n", prompts.status().to_string().c_str());
+      return 2;
+    }
     auto t = run_requests(rt, *prompts, sp, /*sequential=*/batch_size == 1);
     if (!t.ok()) {
       std::fprintf(stderr, "lancet bench latency: input length %d: %s\n", input_len, t.status().to_string().c_str());

@@ -4,6 +4,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fstream>
+#include <string>
+#include <vector>
+
 #include "test_paths.h"
 
 namespace lancet {
@@ -27,6 +31,87 @@ TEST(BenchCli, ThroughputCountsEveryToken) {
     EXPECT_GT(j["output_tokens_per_s"].get<double>(), 0);
     EXPECT_NEAR(j["requests_per_s"].get<double>() * j["elapsed_s"].get<double>(), 12, 1e-6);
   }
+}
+
+// Token count of text under the default model's tokenizer (no BOS: SmolLM2 adds none).
+int64_t token_count(const std::string& dir, const std::string& text) {
+  const std::string path = dir + "/text.txt";
+  std::ofstream(path) << text;
+  std::string out;
+  EXPECT_EQ(testing::run_command(testing::lancet_binary() + " tokenize --json --model " + testing::default_model() +
+                                     " < " + path + " 2>/dev/null",
+                                 &out),
+            0);
+  const auto j = nlohmann::json::parse(out, nullptr, false);
+  return j.is_array() ? static_cast<int64_t>(j.size()) : -1;
+}
+
+// A ShareGPT file read as `vllm bench` reads it: the first turn is the prompt, the second
+// turn's token count the output length; conversations with one turn, fewer than 4 prompt or
+// output tokens, or more than 1024 prompt tokens are left out.
+TEST(BenchCli, ShareGptDatasetAsVllmReadsIt) {
+  const std::string model = testing::default_model();
+  ASSERT_FALSE(model.empty()) << "the default model is missing (make model)";
+  const std::string dir = testing::make_temp_dir();
+  const std::vector<std::pair<std::string, std::string>> kept = {
+      {"Write a short poem about the sea and the wind over the harbour.", "The sea is grey, the wind is cold, the boats come home."},
+      {"What is the capital of France, and why is it famous?", "Paris is the capital of France, famous for its art and food."},
+      {"List three colours that appear in a rainbow please.", "Red, orange and yellow are three of them."}};
+  std::string long_prompt;
+  for (int i = 0; i < 1200; ++i) long_prompt += "word ";
+  nlohmann::json data = nlohmann::json::array();
+  auto conv = [](const std::string& a, const std::string& b) {
+    return nlohmann::json{{"id", "x"}, {"conversations", {{{"from", "human"}, {"value", a}}, {{"from", "gpt"}, {"value", b}}}}};
+  };
+  for (const auto& [a, b] : kept) data.push_back(conv(a, b));
+  data.push_back({{"id", "one turn"}, {"conversations", {{{"from", "human"}, {"value", "Only a question here, no answer."}}}}});
+  data.push_back(conv("Hi", "Hello there, how can I help you today?"));  // prompt under 4 tokens
+  data.push_back(conv("Tell me something interesting about owls.", "Ok"));  // output under 4 tokens
+  data.push_back(conv(long_prompt, "That is a lot of words."));              // prompt over 1024 tokens
+  const std::string path = dir + "/sharegpt.json";
+  std::ofstream(path) << data.dump();
+  int64_t in = 0, out = 0;
+  for (const auto& [a, b] : kept) {
+    in += token_count(dir, a);
+    out += token_count(dir, b);
+  }
+  const std::string base = "bench throughput --model " + model + " --max-model-len 2048 --json --dataset " + path;
+  auto j = run_json(base + " --num-prompts 10");
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(j["num_prompts"], 3);
+  EXPECT_EQ(j["input_tokens"], in);
+  EXPECT_EQ(j["output_tokens"], out);  // bench ignores EOS: every output runs to its length
+  // A fixed output length replaces the second turn's (the "Ok" answer then counts too), and
+  // --num-prompts caps the sample.
+  auto f = run_json(base + " --num-prompts 10 --sharegpt-output-len 5");
+  ASSERT_TRUE(f.is_object());
+  EXPECT_EQ(f["num_prompts"], 4);
+  EXPECT_EQ(f["output_tokens"], 4 * 5);
+  auto two = run_json(base + " --num-prompts 2 --sharegpt-output-len 5");
+  ASSERT_TRUE(two.is_object());
+  EXPECT_EQ(two["num_prompts"], 2);
+  // JSON lines with an output length per prompt.
+  const std::string lines = dir + "/prompts.jsonl";
+  std::ofstream(lines) << "{\"prompt_ids\": [100, 200, 300, 400], \"output_len\": 3}\n\n{\"prompt_ids\": [5, 6]}\n";
+  auto l = run_json("bench throughput --model " + model + " --max-model-len 2048 --json --output-len 7 --num-prompts 5"
+                    " --dataset " + lines);
+  ASSERT_TRUE(l.is_object());
+  EXPECT_EQ(l["num_prompts"], 2);
+  EXPECT_EQ(l["input_tokens"], 6);
+  EXPECT_EQ(l["output_tokens"], 3 + 7);
+  // Bad input: a clear error, exit status not 0.
+  std::string err;
+  EXPECT_NE(testing::run_command(testing::lancet_binary() + " bench throughput --model " + model +
+                                     " --dataset-name csv --dataset " + path + " 2>&1",
+                                 &err),
+            0);
+  EXPECT_NE(err.find("--dataset-name must be auto, jsonl or sharegpt"), std::string::npos) << err;
+  std::ofstream(dir + "/bad.json") << "[{\"conversations\": [{\"value\": \"a\"}]}]";
+  EXPECT_NE(testing::run_command(testing::lancet_binary() + " bench throughput --model " + model + " --dataset " + dir +
+                                     "/bad.json 2>&1",
+                                 &err),
+            0);
+  EXPECT_NE(err.find("no conversation passes the ShareGPT length filters"), std::string::npos) << err;
 }
 
 TEST(BenchCli, LatencyReportsTtftAndDecodeRate) {
