@@ -1,0 +1,102 @@
+// `lancet doc` end to end on the default model: a 3-page PDF made here is cut into blocks that
+// follow its sentences and pages, the answer's citations all name blocks of the document, a
+// document past --max-model-len is reported (nothing cut), a corrupt PDF is a clear error, and
+// extract reports either JSON that follows the schema or why it does not.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "documents/pdf_maker.h"
+#include "test_paths.h"
+
+namespace lancet {
+namespace {
+
+struct DocRun {
+  int rc = 0;
+  std::string out;  // stdout and stderr
+};
+
+DocRun doc(const std::string& args) {
+  DocRun r;
+  r.rc = testing::run_command(testing::lancet_binary() + " doc " + args + " --model " + testing::default_model() +
+                                  " --max-tokens 40 2>&1",
+                              &r.out);
+  return r;
+}
+
+class DocCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(testing::default_model().empty()) << "the default model is missing (make model)";
+    dir_ = testing::make_temp_dir();
+    pdf_ = dir_ + "/kellin.pdf";
+    std::ofstream(pdf_, std::ios::binary) << testing::make_pdf(
+        {{"The harbour of Kellin was built in 1820.", "Its lighthouse is painted red and white."},
+         {"The town has four thousand inhabitants.", "Most of them work in fishing or on the ferries."},
+         {"The ferry to the island leaves every day at nine.", "Tickets cost twelve euros."}});
+  }
+  std::string dir_, pdf_;
+};
+
+TEST_F(DocCli, AskCitesOnlyBlocksOfTheDocument) {
+  const DocRun r = doc("ask " + pdf_ + " --question 'When does the ferry leave?'");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  const auto& blocks = j["blocks"];
+  ASSERT_EQ(blocks.size(), 3u);  // one block per page: each page's two sentences fit one block
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(blocks[i]["id"], i + 1);
+    EXPECT_EQ(blocks[i]["page"], i + 1);
+  }
+  EXPECT_EQ(blocks[2]["text"], "The ferry to the island leaves every day at nine. Tickets cost twelve euros.");
+  EXPECT_FALSE(j["answer"].get<std::string>().empty());
+  for (const auto& id : j["cited_blocks"]) EXPECT_TRUE(id.get<int>() >= 1 && id.get<int>() <= 3) << id;
+  EXPECT_TRUE(j["unknown_cited_blocks"].empty());
+  EXPECT_GT(j["prompt_tokens"].get<int>(), 40);
+}
+
+TEST_F(DocCli, ADocumentPastTheContextIsReportedNotCut) {
+  std::string text;
+  for (int i = 0; i < 300; ++i) text += "Sentence " + std::to_string(i) + " says the day was mild and dry. ";
+  std::ofstream(dir_ + "/long.txt") << text;
+  const DocRun r = doc("summarize " + dir_ + "/long.txt --max-model-len 1024");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("the document does not fit"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("do not fit. Nothing was cut"), std::string::npos) << r.out;
+}
+
+TEST_F(DocCli, BadInputsAreClearErrors) {
+  std::ofstream(dir_ + "/cut.pdf", std::ios::binary) << testing::make_pdf({{"Some text."}}).substr(0, 60);
+  DocRun r = doc("summarize " + dir_ + "/cut.pdf");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("not a readable PDF"), std::string::npos) << r.out;
+  r = doc("ask " + pdf_);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.out.find("ask needs --question"), std::string::npos) << r.out;
+  r = doc("translate " + pdf_);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.out.find("the task is summarize, ask or extract"), std::string::npos) << r.out;
+}
+
+TEST_F(DocCli, ExtractReportsValidJsonOrWhyNot) {
+  std::ofstream(dir_ + "/schema.json")
+      << R"({"type": "object", "required": ["town", "year"], "properties": {"town": {"type": "string"}, "year": {"type": "integer"}}})";
+  const DocRun r = doc("extract " + pdf_ + " --schema " + dir_ + "/schema.json");
+  const auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  ASSERT_TRUE(j.contains("valid"));
+  if (j["valid"].get<bool>()) {
+    EXPECT_EQ(r.rc, 0);
+    EXPECT_TRUE(j["json"]["town"].is_string());
+    EXPECT_TRUE(j["json"]["year"].is_number_integer());
+  } else {
+    EXPECT_EQ(r.rc, 1);  // the answer did not follow the schema: said, with where
+    EXPECT_FALSE(j["error"].get<std::string>().empty());
+  }
+}
+
+}  // namespace
+}  // namespace lancet
