@@ -162,6 +162,8 @@ FinishReason Engine::emit_token(Sequence* seq, SampleResult r, std::vector<Token
   ev.first_scheduled = seq->first_scheduled;
   ev.spec_draft_tokens = static_cast<int32_t>(seq->spec_draft_tokens);
   ev.spec_accepted_tokens = static_cast<int32_t>(seq->spec_accepted_tokens);
+  if (seq->params.prompt_logprobs >= 0 && seq->index == 0 && seq->num_output() == 1)
+    ev.prompt_logprobs = std::move(seq->prompt_logprobs);
 
   FinishReason reason = FinishReason::kNone;
   const bool past_min = seq->num_output() >= seq->params.min_tokens;
@@ -217,7 +219,8 @@ StatusOr<std::vector<TokenEvent>> Engine::step() {
   for (const ScheduledSeq& s : out.scheduled)
     if (s.seq->first_scheduled == std::chrono::steady_clock::time_point{}) s.seq->first_scheduled = scheduled_at;
   std::vector<std::vector<int32_t>> spec_inputs(out.scheduled.size());  // [last token, drafts...]
-  const std::vector<RunnerSeq> batch = runner_batch(out, &spec_inputs);
+  std::vector<std::vector<int32_t>> prompt_offsets(out.scheduled.size());  // rows of scored prompts
+  const std::vector<RunnerSeq> batch = runner_batch(out, &spec_inputs, &prompt_offsets);
   RunnerOutput ro;
   Status st;
   {
@@ -233,11 +236,37 @@ StatusOr<std::vector<TokenEvent>> Engine::step() {
     last_error_ = st;
     return events;
   }
+  keep_prompt_logprobs(batch, out, &ro);
   update(out, take_results(out, batch, &ro), &events);
   return events;
 }
 
-std::vector<RunnerSeq> Engine::runner_batch(const SchedulerOutput& out, std::vector<std::vector<int32_t>>* spec_inputs) {
+void Engine::add_prompt_rows(const Sequence& seq, RunnerSeq* r, std::vector<int32_t>* offsets) const {
+  SeqStepInput& in = r->input;
+  const int64_t n = static_cast<int64_t>(in.tokens.size());
+  // Position p = start + j scores prompt token p + 1.
+  const int64_t m = std::clamp<int64_t>(seq.prompt_len - 1 - in.start_pos, 0, n);
+  for (int64_t j = 0; j < m; ++j) offsets->push_back(static_cast<int32_t>(j));
+  if (in.need_logits && (offsets->empty() || offsets->back() != n - 1)) offsets->push_back(static_cast<int32_t>(n - 1));
+  in.logits_offsets = *offsets;
+  r->prompt_targets = std::span<const int32_t>(seq.tokens).subspan(static_cast<size_t>(in.start_pos + 1),
+                                                                     static_cast<size_t>(m));
+  r->prompt_top = seq.params.prompt_logprobs;
+}
+
+void Engine::keep_prompt_logprobs(std::span<const RunnerSeq> batch, const SchedulerOutput& out, RunnerOutput* ro) {
+  for (size_t i = 0; i < batch.size(); ++i) {
+    std::vector<PromptLogprob>& rows = ro->prompt_logprobs[i];
+    if (rows.empty()) continue;
+    Sequence* seq = out.scheduled[i].seq;
+    seq->prompt_logprobs.resize(static_cast<size_t>(seq->prompt_len - 1));
+    const size_t start = static_cast<size_t>(batch[i].input.start_pos);
+    for (size_t k = 0; k < rows.size(); ++k) seq->prompt_logprobs[start + k] = std::move(rows[k]);
+  }
+}
+
+std::vector<RunnerSeq> Engine::runner_batch(const SchedulerOutput& out, std::vector<std::vector<int32_t>>* spec_inputs,
+                                            std::vector<std::vector<int32_t>>* prompt_offsets) {
   std::vector<RunnerSeq> batch(out.scheduled.size());
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     const ScheduledSeq& s = out.scheduled[i];
@@ -257,6 +286,7 @@ std::vector<RunnerSeq> Engine::runner_batch(const SchedulerOutput& out, std::vec
     } else {
       in.tokens = std::span<const int32_t>(seq->tokens).subspan(seq->num_computed, s.num_new_tokens);
       in.need_logits = seq->num_computed + s.num_new_tokens == seq->num_tokens();
+      if (seq->scores_prompt()) add_prompt_rows(*seq, &r, &(*prompt_offsets)[i]);
     }
     r.params = &seq->params;
     r.ctx.prompt_tokens = std::span<const int32_t>(seq->tokens).first(seq->prompt_len);
@@ -276,7 +306,7 @@ std::vector<std::vector<SampleResult>> Engine::take_results(SchedulerOutput& out
   std::vector<std::vector<SampleResult>> results(out.scheduled.size());
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     ScheduledSeq& s = out.scheduled[i];
-    if (batch[i].input.logits_rows() == 0) continue;
+    if (!batch[i].verify && !batch[i].samples()) continue;
     if (!batch[i].verify) {
       results[i].push_back(std::move(ro->samples[i]));
       continue;

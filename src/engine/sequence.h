@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "runner/prompt_logprobs.h"
 #include "runner/sampler.h"
 #include "runner/sampling_params.h"
 #include "kv/kv_cache_manager.h"
@@ -40,7 +41,14 @@ struct Sequence {
   std::vector<TokenDistribution> spec_dists;
   int64_t spec_draft_tokens = 0;
   int64_t spec_accepted_tokens = 0;
+  // Prompt logprobs (params.prompt_logprobs >= 0, choice 0 only): [prompt_len - 1], entry i
+  // scores prompt token i + 1; filled as the prompt's chunks are computed, handed to the
+  // first token's event.
+  std::vector<PromptLogprob> prompt_logprobs;
 
+  // True while the prompt's rows must be scored: the whole prompt is then computed (no
+  // prefix-cache hits), since a cached position has no logits.
+  bool scores_prompt() const { return params.prompt_logprobs >= 0 && index == 0 && num_output() == 0; }
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_output() const { return num_tokens() - prompt_len; }
   bool finished() const { return status == SeqStatus::kFinished; }

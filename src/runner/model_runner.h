@@ -13,6 +13,7 @@
 
 #include "core/status.h"
 #include "runner/model_executor.h"
+#include "runner/prompt_logprobs.h"
 #include "runner/sampler.h"
 
 namespace lancet {
@@ -25,6 +26,16 @@ struct RunnerSeq {
   bool verify = false;
   const SamplingParams* params = nullptr;
   SampleContext ctx;
+  // Prompt logprobs: the first prompt_targets.size() logits rows (input.logits_offsets) are
+  // scored at these tokens (each the prompt token after its row's position), with
+  // prompt_top alternatives; such a sequence's rows always come to the host.
+  std::span<const int32_t> prompt_targets;
+  int32_t prompt_top = 0;
+
+  // Whether the last logits row is sampled into a token.
+  bool samples() const {
+    return !verify && input.logits_rows() > static_cast<int32_t>(prompt_targets.size());
+  }
 };
 
 struct RunnerOutput {
@@ -34,6 +45,8 @@ struct RunnerOutput {
   // is sequence i's first row (-1 when it is not verified).
   std::vector<float> verify_logits;
   std::vector<int64_t> verify_row;
+  // [batch]: the scored prompt rows of each sequence (empty for most).
+  std::vector<std::vector<PromptLogprob>> prompt_logprobs;
 };
 
 class ModelRunner {
@@ -51,6 +64,9 @@ class ModelRunner {
   // Host sampling of the sequences in `rows` (index into batch, first host logits row).
   void sample_on_host(std::span<const RunnerSeq> batch, const std::vector<std::pair<size_t, int64_t>>& rows,
                       const std::vector<float>& logits, RunnerOutput* out) const;
+  // Scores the prompt rows of the sequences in `rows` (index into batch, first host row).
+  void score_prompts(std::span<const RunnerSeq> batch, const std::vector<std::pair<size_t, int64_t>>& rows,
+                     const std::vector<float>& logits, RunnerOutput* out) const;
 
   ModelExecutor& exec_;
 };
