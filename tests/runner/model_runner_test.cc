@@ -155,25 +155,26 @@ TEST(ModelRunner, PromptRowsAreScoredAndOnlyTheLastRowIsSampled) {
   EXPECT_EQ(exec.device_rows, (std::vector<int32_t>{4}));  // step rows: seq 0 -> 0..3, seq 1 -> 4, seq 2 -> 5..7
   EXPECT_EQ(out.samples[0].token, -1);
   EXPECT_EQ(out.samples[1].token, 14);
-  // Host rows: seq 0 -> 0..3, seq 2 -> 4..6. Host row r peaks at (r + 1) % 16 with logit 5.
-  EXPECT_EQ(out.samples[2].token, 7);
+  // Host rows: seq 0 -> 0..3, seq 2 -> 4..6 (step rows 5..7). Step row r peaks at (r + 1) % 16
+  // with logit 5.
+  EXPECT_EQ(out.samples[2].token, 8);
   ASSERT_EQ(out.prompt_logprobs[0].size(), 4u);
   ASSERT_EQ(out.prompt_logprobs[2].size(), 2u);
   EXPECT_TRUE(out.prompt_logprobs[1].empty());
   const double peak = 5.0 - std::log(std::exp(5.0) + 15.0), flat = -std::log(std::exp(5.0) + 15.0);
-  const PromptLogprob& hit = out.prompt_logprobs[0][1];  // host row 1 peaks at 2 = its target
+  const PromptLogprob& hit = out.prompt_logprobs[0][1];  // step row 1 peaks at 2 = its target
   EXPECT_EQ(hit.token, 2);
   EXPECT_NEAR(hit.logprob, peak, 1e-6);
   EXPECT_EQ(hit.rank, 1);
   ASSERT_EQ(hit.top.size(), 2u);
   EXPECT_EQ(hit.top[0].token, 2);
   EXPECT_EQ(hit.top[1].token, 0);  // ties go to the lower id
-  const PromptLogprob& miss = out.prompt_logprobs[0][0];  // host row 0 peaks at 1, target 5
+  const PromptLogprob& miss = out.prompt_logprobs[0][0];  // step row 0 peaks at 1, target 5
   EXPECT_NEAR(miss.logprob, flat, 1e-6);
   EXPECT_EQ(miss.rank, 2);
   EXPECT_EQ(out.prompt_logprobs[2][0].token, 4);
-  EXPECT_EQ(out.prompt_logprobs[2][0].rank, 2);        // host row 4 peaks at 5
-  EXPECT_EQ(out.prompt_logprobs[2][1].rank, 2);        // host row 5 peaks at 6
+  EXPECT_EQ(out.prompt_logprobs[2][0].rank, 2);        // step row 5 peaks at 6
+  EXPECT_EQ(out.prompt_logprobs[2][1].rank, 2);        // step row 6 peaks at 7
   EXPECT_TRUE(out.prompt_logprobs[2][1].top.empty());  // prompt_top 0
 }
 
