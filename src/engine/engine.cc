@@ -8,6 +8,22 @@
 #include "engine/request_checks.h"
 
 namespace lancet {
+namespace {
+
+// An embedding request: one choice, no prompt logprobs, a prompt of at most max_len tokens
+// (nothing is generated), and a model that returns hidden states.
+Status check_embed_request(const GenerationRequest& req, int64_t hidden_size, int64_t max_len) {
+  if (hidden_size <= 0) return Unimplemented("this model does not return embeddings");
+  if (req.params.n != 1) return InvalidArgument("an embedding request has one choice (n = 1)");
+  if (req.params.prompt_logprobs >= 0) return InvalidArgument("an embedding request has no prompt logprobs");
+  const int64_t len = static_cast<int64_t>(req.prompt.size());
+  if (len > max_len)
+    return OutOfRange("This model's maximum context length is " + std::to_string(max_len) + " tokens. However, the input has " +
+                      std::to_string(len) + " tokens.");
+  return OkStatus();
+}
+
+}  // namespace
 
 Engine::Engine(const EngineConfig& config, ModelExecutor* model, ModelExecutor* draft)
     : config_(config), model_(model), runner_(std::make_unique<ModelRunner>(*model)) {
@@ -39,9 +55,11 @@ StatusOr<int64_t> Engine::add_request(const GenerationRequest& req) {
   const int64_t vocab = model_->vocab_size();
   RETURN_IF_ERROR(check_token_ids(req.prompt, vocab).with_context("prompt"));
   RETURN_IF_ERROR(req.params.validate(vocab, config_.max_logprobs));
-  const int64_t total = static_cast<int64_t>(req.prompt.size()) + req.params.max_tokens;
-  RETURN_IF_ERROR(check_context_length(static_cast<int64_t>(req.prompt.size()), req.params.max_tokens,
-                                       config_.scheduler.max_model_len));
+  if (req.embed) RETURN_IF_ERROR(check_embed_request(req, model_->hidden_size(), config_.scheduler.max_model_len));
+  const int64_t total = static_cast<int64_t>(req.prompt.size()) + (req.embed ? 0 : req.params.max_tokens);
+  if (!req.embed)
+    RETURN_IF_ERROR(check_context_length(static_cast<int64_t>(req.prompt.size()), req.params.max_tokens,
+                                         config_.scheduler.max_model_len));
   if (KvCacheManager::blocks_for(total, model_->block_size()) > kv_->num_blocks()) {
     return OutOfRange("the request needs " + std::to_string(total) +
                       " tokens of KV cache; the cache holds " +
@@ -58,6 +76,7 @@ StatusOr<int64_t> Engine::add_request(const GenerationRequest& req) {
     seq->request_id = rid;
     seq->index = i;
     seq->priority = req.priority;
+    seq->embed = req.embed;
     seq->arrival = arrivals_++;
     seq->tokens = req.prompt;
     seq->prompt_len = static_cast<int64_t>(req.prompt.size());
@@ -238,6 +257,7 @@ StatusOr<std::vector<TokenEvent>> Engine::step() {
   }
   keep_prompt_logprobs(batch, out, &ro);
   update(out, take_results(out, batch, &ro), &events);
+  finish_embeddings(batch, out, &ro, &events);
   return events;
 }
 
@@ -252,6 +272,25 @@ void Engine::add_prompt_rows(const Sequence& seq, RunnerSeq* r, std::vector<int3
   r->prompt_targets = std::span<const int32_t>(seq.tokens).subspan(static_cast<size_t>(in.start_pos + 1),
                                                                      static_cast<size_t>(m));
   r->prompt_top = seq.params.prompt_logprobs;
+}
+
+void Engine::finish_embeddings(std::span<const RunnerSeq> batch, const SchedulerOutput& out, RunnerOutput* ro,
+                               std::vector<TokenEvent>* events) {
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (!batch[i].input.want_hidden) continue;
+    Sequence* seq = out.scheduled[i].seq;
+    TokenEvent ev;
+    ev.request_id = seq->request_id;
+    ev.index = seq->index;
+    ev.finished = true;
+    ev.finish_reason = FinishReason::kStop;
+    ev.prompt_tokens = static_cast<int32_t>(seq->prompt_len);
+    ev.cached_prompt_tokens = static_cast<int32_t>(seq->num_cached_prompt);
+    ev.first_scheduled = seq->first_scheduled;
+    ev.embedding = std::move(ro->embeddings[i]);
+    events->push_back(std::move(ev));
+    finish(seq, FinishReason::kStop, nullptr, /*emit=*/false);
+  }
 }
 
 void Engine::keep_prompt_logprobs(std::span<const RunnerSeq> batch, const SchedulerOutput& out, RunnerOutput* ro) {
@@ -286,6 +325,8 @@ std::vector<RunnerSeq> Engine::runner_batch(const SchedulerOutput& out, std::vec
     } else {
       in.tokens = std::span<const int32_t>(seq->tokens).subspan(seq->num_computed, s.num_new_tokens);
       in.need_logits = seq->num_computed + s.num_new_tokens == seq->num_tokens();
+      r.embed = seq->embed;
+      in.want_hidden = seq->embed && in.need_logits;
       if (seq->scores_prompt()) add_prompt_rows(*seq, &r, &(*prompt_offsets)[i]);
     }
     r.params = &seq->params;

@@ -23,6 +23,7 @@ struct Sequence {
   int64_t request_id = 0;
   int32_t index = 0;  // which of the request's n choices
   int32_t priority = 0;  // lower runs first (vLLM semantics); ties by arrival
+  bool embed = false;    // an embedding request: pooled when the prompt is computed, no output
   uint64_t arrival = 0;  // monotonic arrival counter
   std::vector<int32_t> tokens;  // prompt followed by output
   int64_t prompt_len = 0;

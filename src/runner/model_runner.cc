@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/thread_pool.h"
+#include "runner/pooling.h"
 
 namespace lancet {
 namespace {
@@ -22,6 +23,12 @@ DeviceSampleRow device_sample_row(const SamplingParams& p, const SampleContext& 
   return d;
 }
 
+bool hidden_wanted_in(std::span<const RunnerSeq> batch) {
+  for (const RunnerSeq& s : batch)
+    if (s.input.want_hidden) return true;
+  return false;
+}
+
 }  // namespace
 
 bool needs_host_logits(const SamplingParams& p, const SampleContext& ctx) {
@@ -37,6 +44,9 @@ Status ModelRunner::execute(std::span<const RunnerSeq> batch, RunnerOutput* out)
   out->samples.assign(batch.size(), SampleResult{});
   out->verify_row.assign(batch.size(), -1);
   out->prompt_logprobs.assign(batch.size(), {});
+  out->embeddings.assign(batch.size(), {});
+  // A step with embeddings runs as the second output kind (no device sampling in it).
+  const bool hidden_wanted = hidden_wanted_in(batch);
   out->verify_logits.clear();
   std::vector<SeqStepInput> inputs;
   inputs.reserve(batch.size());
@@ -53,7 +63,7 @@ Status ModelRunner::execute(std::span<const RunnerSeq> batch, RunnerOutput* out)
     const int64_t rows = s.input.logits_rows();
     if (rows == 0) continue;
     row += rows;
-    if (s.samples() && s.prompt_targets.empty() && exec_.supports_device_sampling() &&
+    if (s.samples() && s.prompt_targets.empty() && !hidden_wanted && exec_.supports_device_sampling() &&
         !needs_host_logits(*s.params, s.ctx)) {
       device.push_back(device_sample_row(*s.params, s.ctx, row - 1));
       device_seq.push_back(i);
@@ -64,10 +74,13 @@ Status ModelRunner::execute(std::span<const RunnerSeq> batch, RunnerOutput* out)
     else if (s.samples()) host_sampled.emplace_back(i, host_rows + rows - 1);
     host_rows += rows;
   }
-  std::vector<float> logits;
+  std::vector<float> logits, hidden;
   std::vector<int32_t> tokens;
-  Status st = device.empty() ? exec_.execute(inputs, &logits) : exec_.execute_sampled(inputs, device, &tokens, &logits);
+  Status st = hidden_wanted  ? exec_.execute_hidden(inputs, &logits, &hidden)
+              : device.empty() ? exec_.execute(inputs, &logits)
+                               : exec_.execute_sampled(inputs, device, &tokens, &logits);
   RETURN_IF_ERROR(st);
+  if (hidden_wanted) RETURN_IF_ERROR(pool_embeddings(batch, hidden, out));
   if (static_cast<int64_t>(logits.size()) < host_rows * V || tokens.size() != device.size())
     return Internal("the model returned " + std::to_string(logits.size()) + " logits and " +
                     std::to_string(tokens.size()) + " tokens; the step needs " + std::to_string(host_rows) +
@@ -101,6 +114,24 @@ void ModelRunner::sample_on_host(std::span<const RunnerSeq> batch, const std::ve
   } else {
     for (size_t j = 0; j < rows.size(); ++j) sample_one(j);
   }
+}
+
+Status ModelRunner::pool_embeddings(std::span<const RunnerSeq> batch, const std::vector<float>& hidden,
+                                    RunnerOutput* out) const {
+  const int64_t H = exec_.hidden_size();
+  int64_t rows = 0;
+  for (const RunnerSeq& s : batch) rows += s.input.want_hidden ? s.input.logits_rows() : 0;
+  if (H <= 0 || static_cast<int64_t>(hidden.size()) != rows * H)
+    return Internal("the model returned " + std::to_string(hidden.size()) + " hidden values; the step needs " +
+                    std::to_string(rows) + " rows of " + std::to_string(H));
+  int64_t row = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (!batch[i].input.want_hidden) continue;
+    row += batch[i].input.logits_rows();
+    out->embeddings[i] = pool_last_token(std::span<const float>(hidden).subspan(static_cast<size_t>((row - 1) * H),
+                                                                                 static_cast<size_t>(H)));
+  }
+  return OkStatus();
 }
 
 void ModelRunner::score_prompts(std::span<const RunnerSeq> batch, const std::vector<std::pair<size_t, int64_t>>& rows,

@@ -23,6 +23,7 @@ const char* kKey = "test-key-123";
 
 std::string check_script() { return source_dir() + "/tests/server/openai_client_check.py"; }
 std::string prompt_script() { return source_dir() + "/tests/server/openai_prompt_check.py"; }
+std::string embeddings_script() { return source_dir() + "/tests/server/openai_embeddings_check.py"; }
 
 // Server flags shared by the tests: a small context and KV cache keep memory and time low.
 std::vector<std::string> common_flags() {
@@ -101,6 +102,15 @@ TEST_F(ServerE2E, TruncatePromptTokensKeepsTheLastK) {
   std::string out;
   EXPECT_EQ(run_scenario("truncate", *server_, &out, prompt_script()), 0) << out << "\nserver log:\n" << server_->log();
   EXPECT_NE(out.find("PASS truncate"), std::string::npos) << out;
+}
+
+// /v1/embeddings through the official client: unit vectors of the hidden size (SmolLM2-135M:
+// 576), deterministic, a batch == one by one, base64 == float, and bad inputs -> 400.
+TEST_F(ServerE2E, EmbeddingsThroughTheOpenAiClient) {
+  std::string out;
+  EXPECT_EQ(run_scenario("embeddings --hidden-size 576", *server_, &out, embeddings_script()), 0)
+      << out << "\nserver log:\n" << server_->log();
+  EXPECT_NE(out.find("PASS embeddings"), std::string::npos) << out;
 }
 
 // 64 concurrent greedy streams: each chunk exactly once (text and tokens equal the plain runs).
