@@ -8,6 +8,22 @@
 #include "engine/request_checks.h"
 
 namespace lancet {
+namespace {
+
+// An embedding request: one choice, no prompt logprobs, a prompt of at most max_len tokens
+// (nothing is generated), and a model that returns hidden states.
+Status check_embed_request(const GenerationRequest& req, int64_t hidden_size, int64_t max_len) {
+  if (hidden_size <= 0) return Unimplemented("this model does not return embeddings");
+  if (req.params.n != 1) return InvalidArgument("an embedding request has one choice (n = 1)");
+  if (req.params.prompt_logprobs >= 0) return InvalidArgument("an embedding request has no prompt logprobs");
+  const int64_t len = static_cast<int64_t>(req.prompt.size());
+  if (len > max_len)
+    return OutOfRange("This model's maximum context length is " + std::to_string(max_len) + " tokens. However, the input has " +
+                      std::to_string(len) + " tokens.");
+  return OkStatus();
+}
+
+}  // namespace
 
 Engine::Engine(const EngineConfig& config, ModelExecutor* model, ModelExecutor* draft)
     : config_(config), model_(model), runner_(std::make_unique<ModelRunner>(*model)) {
@@ -39,9 +55,11 @@ StatusOr<int64_t> Engine::add_request(const GenerationRequest& req) {
   const int64_t vocab = model_->vocab_size();
   RETURN_IF_ERROR(check_token_ids(req.prompt, vocab).with_context("prompt"));
   RETURN_IF_ERROR(req.params.validate(vocab, config_.max_logprobs));
-  const int64_t total = static_cast<int64_t>(req.prompt.size()) + req.params.max_tokens;
-  RETURN_IF_ERROR(check_context_length(static_cast<int64_t>(req.prompt.size()), req.params.max_tokens,
-                                       config_.scheduler.max_model_len));
+  if (req.embed) RETURN_IF_ERROR(check_embed_request(req, model_->hidden_size(), config_.scheduler.max_model_len));
+  const int64_t total = static_cast<int64_t>(req.prompt.size()) + (req.embed ? 0 : req.params.max_tokens);
+  if (!req.embed)
+    RETURN_IF_ERROR(check_context_length(static_cast<int64_t>(req.prompt.size()), req.params.max_tokens,
+                                         config_.scheduler.max_model_len));
   if (KvCacheManager::blocks_for(total, model_->block_size()) > kv_->num_blocks()) {
     return OutOfRange("the request needs " + std::to_string(total) +
                       " tokens of KV cache; the cache holds " +
@@ -58,6 +76,7 @@ StatusOr<int64_t> Engine::add_request(const GenerationRequest& req) {
     seq->request_id = rid;
     seq->index = i;
     seq->priority = req.priority;
+    seq->embed = req.embed;
     seq->arrival = arrivals_++;
     seq->tokens = req.prompt;
     seq->prompt_len = static_cast<int64_t>(req.prompt.size());
@@ -162,6 +181,8 @@ FinishReason Engine::emit_token(Sequence* seq, SampleResult r, std::vector<Token
   ev.first_scheduled = seq->first_scheduled;
   ev.spec_draft_tokens = static_cast<int32_t>(seq->spec_draft_tokens);
   ev.spec_accepted_tokens = static_cast<int32_t>(seq->spec_accepted_tokens);
+  if (seq->params.prompt_logprobs >= 0 && seq->index == 0 && seq->num_output() == 1)
+    ev.prompt_logprobs = std::move(seq->prompt_logprobs);
 
   FinishReason reason = FinishReason::kNone;
   const bool past_min = seq->num_output() >= seq->params.min_tokens;
@@ -217,7 +238,8 @@ StatusOr<std::vector<TokenEvent>> Engine::step() {
   for (const ScheduledSeq& s : out.scheduled)
     if (s.seq->first_scheduled == std::chrono::steady_clock::time_point{}) s.seq->first_scheduled = scheduled_at;
   std::vector<std::vector<int32_t>> spec_inputs(out.scheduled.size());  // [last token, drafts...]
-  const std::vector<RunnerSeq> batch = runner_batch(out, &spec_inputs);
+  std::vector<std::vector<int32_t>> prompt_offsets(out.scheduled.size());  // rows of scored prompts
+  const std::vector<RunnerSeq> batch = runner_batch(out, &spec_inputs, &prompt_offsets);
   RunnerOutput ro;
   Status st;
   {
@@ -233,11 +255,57 @@ StatusOr<std::vector<TokenEvent>> Engine::step() {
     last_error_ = st;
     return events;
   }
+  keep_prompt_logprobs(batch, out, &ro);
   update(out, take_results(out, batch, &ro), &events);
+  finish_embeddings(batch, out, &ro, &events);
   return events;
 }
 
-std::vector<RunnerSeq> Engine::runner_batch(const SchedulerOutput& out, std::vector<std::vector<int32_t>>* spec_inputs) {
+void Engine::add_prompt_rows(const Sequence& seq, RunnerSeq* r, std::vector<int32_t>* offsets) const {
+  SeqStepInput& in = r->input;
+  const int64_t n = static_cast<int64_t>(in.tokens.size());
+  // Position p = start + j scores prompt token p + 1.
+  const int64_t m = std::clamp<int64_t>(seq.prompt_len - 1 - in.start_pos, 0, n);
+  for (int64_t j = 0; j < m; ++j) offsets->push_back(static_cast<int32_t>(j));
+  if (in.need_logits && (offsets->empty() || offsets->back() != n - 1)) offsets->push_back(static_cast<int32_t>(n - 1));
+  in.logits_offsets = *offsets;
+  r->prompt_targets = std::span<const int32_t>(seq.tokens).subspan(static_cast<size_t>(in.start_pos + 1),
+                                                                     static_cast<size_t>(m));
+  r->prompt_top = seq.params.prompt_logprobs;
+}
+
+void Engine::finish_embeddings(std::span<const RunnerSeq> batch, const SchedulerOutput& out, RunnerOutput* ro,
+                               std::vector<TokenEvent>* events) {
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (!batch[i].input.want_hidden) continue;
+    Sequence* seq = out.scheduled[i].seq;
+    TokenEvent ev;
+    ev.request_id = seq->request_id;
+    ev.index = seq->index;
+    ev.finished = true;
+    ev.finish_reason = FinishReason::kStop;
+    ev.prompt_tokens = static_cast<int32_t>(seq->prompt_len);
+    ev.cached_prompt_tokens = static_cast<int32_t>(seq->num_cached_prompt);
+    ev.first_scheduled = seq->first_scheduled;
+    ev.embedding = std::move(ro->embeddings[i]);
+    events->push_back(std::move(ev));
+    finish(seq, FinishReason::kStop, nullptr, /*emit=*/false);
+  }
+}
+
+void Engine::keep_prompt_logprobs(std::span<const RunnerSeq> batch, const SchedulerOutput& out, RunnerOutput* ro) {
+  for (size_t i = 0; i < batch.size(); ++i) {
+    std::vector<PromptLogprob>& rows = ro->prompt_logprobs[i];
+    if (rows.empty()) continue;
+    Sequence* seq = out.scheduled[i].seq;
+    seq->prompt_logprobs.resize(static_cast<size_t>(seq->prompt_len - 1));
+    const size_t start = static_cast<size_t>(batch[i].input.start_pos);
+    for (size_t k = 0; k < rows.size(); ++k) seq->prompt_logprobs[start + k] = std::move(rows[k]);
+  }
+}
+
+std::vector<RunnerSeq> Engine::runner_batch(const SchedulerOutput& out, std::vector<std::vector<int32_t>>* spec_inputs,
+                                            std::vector<std::vector<int32_t>>* prompt_offsets) {
   std::vector<RunnerSeq> batch(out.scheduled.size());
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     const ScheduledSeq& s = out.scheduled[i];
@@ -257,6 +325,9 @@ std::vector<RunnerSeq> Engine::runner_batch(const SchedulerOutput& out, std::vec
     } else {
       in.tokens = std::span<const int32_t>(seq->tokens).subspan(seq->num_computed, s.num_new_tokens);
       in.need_logits = seq->num_computed + s.num_new_tokens == seq->num_tokens();
+      r.embed = seq->embed;
+      in.want_hidden = seq->embed && in.need_logits;
+      if (seq->scores_prompt()) add_prompt_rows(*seq, &r, &(*prompt_offsets)[i]);
     }
     r.params = &seq->params;
     r.ctx.prompt_tokens = std::span<const int32_t>(seq->tokens).first(seq->prompt_len);
@@ -276,7 +347,7 @@ std::vector<std::vector<SampleResult>> Engine::take_results(SchedulerOutput& out
   std::vector<std::vector<SampleResult>> results(out.scheduled.size());
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     ScheduledSeq& s = out.scheduled[i];
-    if (batch[i].input.logits_rows() == 0) continue;
+    if (!batch[i].verify && !batch[i].samples()) continue;
     if (!batch[i].verify) {
       results[i].push_back(std::move(ro->samples[i]));
       continue;

@@ -47,6 +47,9 @@ struct GenerationRequest {
   // are matched on text, by the output side.
   SamplingParams params;
   int32_t priority = 0;
+  // An embedding (pooling) request: the prompt is computed and no token is generated; the
+  // final event carries the embedding (runner/pooling.h). n must be 1; sampling is unused.
+  bool embed = false;
 };
 
 // One sequence of a request: its choice `index` (n > 1).
@@ -75,6 +78,11 @@ struct TokenEvent {
   // Speculative decoding, this sequence so far (set on every event): drafts verified and accepted.
   int32_t spec_draft_tokens = 0;
   int32_t spec_accepted_tokens = 0;
+  // Prompt logprobs (params.prompt_logprobs >= 0): on choice 0's first token event only,
+  // [prompt_len - 1], entry i scoring prompt token i + 1 (the first token has none).
+  std::vector<PromptLogprob> prompt_logprobs;
+  // Embedding requests: on the final event (finish reason stop), [hidden_size], unit length.
+  std::vector<float> embedding;
 };
 
 
@@ -156,7 +164,16 @@ class Engine {
   // The step, after scheduling: the scheduled sequences as the runner reads them (the
   // verification inputs [last token, drafts...] live in spec_inputs), the runner's tokens and
   // verified draft runs per sequence, and the update (append, stop rules, events, frees).
-  std::vector<RunnerSeq> runner_batch(const SchedulerOutput& out, std::vector<std::vector<int32_t>>* spec_inputs);
+  std::vector<RunnerSeq> runner_batch(const SchedulerOutput& out, std::vector<std::vector<int32_t>>* spec_inputs,
+                                      std::vector<std::vector<int32_t>>* prompt_offsets);
+  // A prompt chunk of a sequence that scores its prompt: logits rows at every position whose
+  // next token is a prompt token, plus the last when it samples. offsets holds the rows.
+  void add_prompt_rows(const Sequence& seq, RunnerSeq* r, std::vector<int32_t>* offsets) const;
+  // Ends the embedding sequences whose prompt this step completed, with their embedding.
+  void finish_embeddings(std::span<const RunnerSeq> batch, const SchedulerOutput& out, RunnerOutput* ro,
+                         std::vector<TokenEvent>* events);
+  // Keeps the prompt rows the runner scored in the sequence.
+  void keep_prompt_logprobs(std::span<const RunnerSeq> batch, const SchedulerOutput& out, RunnerOutput* ro);
   std::vector<std::vector<SampleResult>> take_results(SchedulerOutput& out, std::span<const RunnerSeq> batch,
                                                       RunnerOutput* ro);
   void update(const SchedulerOutput& out, std::vector<std::vector<SampleResult>> results,

@@ -125,7 +125,7 @@ void Scheduler::admit_waiting(SchedulerOutput* out_ptr, int64_t* budget_ptr) {
            static_cast<int64_t>(running_.size()) < config_.max_num_seqs) {
       Sequence* seq = waiting_.front();
       const bool matched_now = seq->num_computed == 0;
-      if (matched_now) {
+      if (matched_now && !seq->scores_prompt()) {
         seq->num_cached_prompt = kv_->match_prefix(seq->id, seq->tokens);
         seq->num_computed = seq->num_cached_prompt;
       }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "runner/prompt_logprobs.h"
 #include "runner/sampler.h"
 #include "runner/sampling_params.h"
 #include "kv/kv_cache_manager.h"
@@ -22,6 +23,7 @@ struct Sequence {
   int64_t request_id = 0;
   int32_t index = 0;  // which of the request's n choices
   int32_t priority = 0;  // lower runs first (vLLM semantics); ties by arrival
+  bool embed = false;    // an embedding request: pooled when the prompt is computed, no output
   uint64_t arrival = 0;  // monotonic arrival counter
   std::vector<int32_t> tokens;  // prompt followed by output
   int64_t prompt_len = 0;
@@ -40,7 +42,14 @@ struct Sequence {
   std::vector<TokenDistribution> spec_dists;
   int64_t spec_draft_tokens = 0;
   int64_t spec_accepted_tokens = 0;
+  // Prompt logprobs (params.prompt_logprobs >= 0, choice 0 only): [prompt_len - 1], entry i
+  // scores prompt token i + 1; filled as the prompt's chunks are computed, handed to the
+  // first token's event.
+  std::vector<PromptLogprob> prompt_logprobs;
 
+  // True while the prompt's rows must be scored: the whole prompt is then computed (no
+  // prefix-cache hits), since a cached position has no logits.
+  bool scores_prompt() const { return params.prompt_logprobs >= 0 && index == 0 && num_output() == 0; }
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_output() const { return num_tokens() - prompt_len; }
   bool finished() const { return status == SeqStatus::kFinished; }

@@ -103,7 +103,8 @@ Status LlamaModel::mlp(LlamaRank& rk, int64_t l, int64_t T) {
   return be.matmul(rk.act.as<float>(), T, L.down, proj);
 }
 
-// Only the rows that need logits go through the final norm and this rank's lm_head rows.
+// Only the rows that need logits go through the final norm and this rank's lm_head rows. The
+// normed rows stay in proj (final_hidden_device(): the embeddings' hidden states).
 Status LlamaModel::final_logits(LlamaRank& rk, const StepView& st) {
   Backend& be = *rk.be;
   const int64_t T = st.num_tokens, R = st.num_logits_rows, H = cfg_.hidden_size;

@@ -157,6 +157,8 @@ Status LlamaModel::gather_logits(int64_t R) {
   return ranks_[0].be->synchronize();
 }
 
+const float* LlamaModel::final_hidden_device() const { return ranks_[0].proj.as<float>(); }
+
 const float* LlamaModel::logits_device() const {
   return ranks_.size() == 1 ? ranks_[0].logits.as<float>() : gathered_.as<float>();
 }

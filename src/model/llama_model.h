@@ -84,6 +84,9 @@ class LlamaModel {
   // to do on one rank). Waits for every rank (also with no rows).
   Status gather_logits(int64_t rows);
   const float* logits_device() const;  // [rows, vocab] on rank 0's backend
+  // The last step's logits rows after the final norm, before lm_head: [rows, hidden] on rank
+  // 0's backend (every rank holds the whole hidden state), valid until the next step.
+  const float* final_hidden_device() const;
 
   // FP8 KV calibration hook (runner/kv_calibration.h): while set, every step copies each
   // layer's K (after rope) and V rows to the host and folds their absmax into the observer

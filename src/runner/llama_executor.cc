@@ -47,11 +47,11 @@ Status LlamaExecutor::check_step(const StepMetadata& st) const {
   return OkStatus();
 }
 
-Status LlamaExecutor::run_step(std::span<const SeqStepInput> batch, StepMetadata* st) {
+Status LlamaExecutor::run_step(std::span<const SeqStepInput> batch, StepMetadata* st, bool allow_graphs) {
   ASSIGN_OR_RETURN(*st, build_step(blocks_.block_size, blocks_.num_blocks, batch));
   if (st->num_tokens == 0) return OkStatus();
   RETURN_IF_ERROR(check_step(*st));
-  if (graphs_ && !model_.observing() && DecodeGraphs::eligible(*st)) {
+  if (allow_graphs && graphs_ && !model_.observing() && DecodeGraphs::eligible(*st)) {
     RETURN_IF_ERROR(graphs_->run(*st, kv_ptrs_));
   } else {
     RETURN_IF_ERROR(model_.ensure_workspace(st->num_tokens, st->num_logits_rows));
@@ -73,6 +73,31 @@ Status LlamaExecutor::execute(std::span<const SeqStepInput> batch, std::vector<f
 
 Status LlamaExecutor::execute_sampled(std::span<const SeqStepInput> batch, std::span<const DeviceSampleRow> device,
                                       std::vector<int32_t>* tokens, std::vector<float>* host_logits) {
+  return run_rows(batch, device, tokens, host_logits, /*allow_graphs=*/true);
+}
+
+Status LlamaExecutor::execute_hidden(std::span<const SeqStepInput> batch, std::vector<float>* logits,
+                                     std::vector<float>* hidden) {
+  hidden->clear();
+  RETURN_IF_ERROR(run_rows(batch, {}, nullptr, logits, /*allow_graphs=*/false));
+  const int64_t H = model_.config().hidden_size;
+  Backend& be = model_.backend(0);
+  int64_t row = 0;
+  for (const SeqStepInput& s : batch) {
+    const int64_t rows = s.logits_rows();
+    if (s.want_hidden && rows > 0) {
+      const size_t at = hidden->size();
+      hidden->resize(at + static_cast<size_t>(rows * H));
+      RETURN_IF_ERROR(be.copy_to_host(hidden->data() + at, model_.final_hidden_device() + row * H,
+                                      static_cast<size_t>(rows * H) * sizeof(float)));
+    }
+    row += rows;
+  }
+  return be.synchronize();
+}
+
+Status LlamaExecutor::run_rows(std::span<const SeqStepInput> batch, std::span<const DeviceSampleRow> device,
+                               std::vector<int32_t>* tokens, std::vector<float>* host_logits, bool allow_graphs) {
   host_logits->clear();
   if (tokens) tokens->assign(device.size(), -1);
   Backend& be = model_.backend(0);
@@ -89,7 +114,7 @@ Status LlamaExecutor::execute_sampled(std::span<const SeqStepInput> batch, std::
     on_device[d.row] = 1;
   }
   StepMetadata st;
-  RETURN_IF_ERROR(run_step(batch, &st));
+  RETURN_IF_ERROR(run_step(batch, &st, allow_graphs));
   if (st.num_tokens == 0) return OkStatus();
   const float* d_logits = model_.logits_device();
   if (!device.empty()) RETURN_IF_ERROR(be.sample_rows(d_logits, R, V, device, tokens->data()));

@@ -36,6 +36,9 @@ class LlamaExecutor : public ModelExecutor {
   bool supports_device_sampling() const override { return model_.backend(0).supports_device_sampling(); }
   Status execute_sampled(std::span<const SeqStepInput> batch, std::span<const DeviceSampleRow> device,
                          std::vector<int32_t>* tokens, std::vector<float>* host_logits) override;
+  int64_t hidden_size() const override { return model_.config().hidden_size; }
+  Status execute_hidden(std::span<const SeqStepInput> batch, std::vector<float>* logits,
+                        std::vector<float>* hidden) override;
 
   // FP8 caches: the per-layer K and V scales, set on every rank's buffers.
   Status set_kv_scales(const std::vector<float>& k_scales, const std::vector<float>& v_scales);
@@ -47,7 +50,10 @@ class LlamaExecutor : public ModelExecutor {
   LlamaExecutor(LlamaModel& model, const KvBlockConfig& blocks) : model_(model), blocks_(blocks) {}
   // Checks the step and enqueues it on every rank (replaying decode graphs where they fit);
   // its logits rows [0, num_logits_rows) are in model().logits_device() afterwards.
-  Status run_step(std::span<const SeqStepInput> batch, StepMetadata* st);
+  // allow_graphs = false runs eagerly (hidden states are read from the eager workspace).
+  Status run_step(std::span<const SeqStepInput> batch, StepMetadata* st, bool allow_graphs = true);
+  Status run_rows(std::span<const SeqStepInput> batch, std::span<const DeviceSampleRow> device,
+                  std::vector<int32_t>* tokens, std::vector<float>* host_logits, bool allow_graphs);
   Status check_step(const StepMetadata& st) const;
 
   LlamaModel& model_;

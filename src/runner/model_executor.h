@@ -28,6 +28,8 @@ struct SeqStepInput {
   int32_t num_logits = 0;
   // Evaluations: logits at these offsets into the new tokens (increasing) instead.
   std::span<const int32_t> logits_offsets;
+  // Embeddings: also return the final-norm hidden states of its logits rows (execute_hidden).
+  bool want_hidden = false;
 
   int32_t logits_rows() const {
     if (!logits_offsets.empty()) return static_cast<int32_t>(logits_offsets.size());
@@ -45,6 +47,18 @@ class ModelExecutor {
   // logits: [sum of the inputs' logits_rows(), vocab], in input order (a sequence's rows in
   // position order).
   virtual Status execute(std::span<const SeqStepInput> batch, std::vector<float>* logits) = 0;
+
+  // The second output kind: the step runs as in execute() (logits as there), and the hidden
+  // states after the final norm of the logits rows of the inputs with want_hidden come back
+  // too: hidden [those rows, hidden_size()], in row order. Executors without it say so.
+  virtual int64_t hidden_size() const { return 0; }
+  virtual Status execute_hidden(std::span<const SeqStepInput> batch, std::vector<float>* logits,
+                                std::vector<float>* hidden) {
+    (void)batch;
+    (void)logits;
+    (void)hidden;
+    return Unimplemented("this model executor returns no hidden states");
+  }
 
   // Device sampling: the step runs as in execute(), then each logits row named in `device`
   // (DeviceSampleRow::row, numbered as execute() numbers its rows; each row at most once) is

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/thread_pool.h"
+#include "runner/pooling.h"
 
 namespace lancet {
 namespace {
@@ -22,6 +23,12 @@ DeviceSampleRow device_sample_row(const SamplingParams& p, const SampleContext& 
   return d;
 }
 
+bool hidden_wanted_in(std::span<const RunnerSeq> batch) {
+  for (const RunnerSeq& s : batch)
+    if (s.input.want_hidden) return true;
+  return false;
+}
+
 }  // namespace
 
 bool needs_host_logits(const SamplingParams& p, const SampleContext& ctx) {
@@ -36,6 +43,10 @@ Status ModelRunner::execute(std::span<const RunnerSeq> batch, RunnerOutput* out)
   const int64_t V = exec_.vocab_size();
   out->samples.assign(batch.size(), SampleResult{});
   out->verify_row.assign(batch.size(), -1);
+  out->prompt_logprobs.assign(batch.size(), {});
+  out->embeddings.assign(batch.size(), {});
+  // A step with embeddings runs as the second output kind (no device sampling in it).
+  const bool hidden_wanted = hidden_wanted_in(batch);
   out->verify_logits.clear();
   std::vector<SeqStepInput> inputs;
   inputs.reserve(batch.size());
@@ -44,27 +55,32 @@ Status ModelRunner::execute(std::span<const RunnerSeq> batch, RunnerOutput* out)
   std::vector<DeviceSampleRow> device;
   std::vector<size_t> device_seq;
   std::vector<std::pair<size_t, int64_t>> host_sampled;  // (sequence, first host row)
+  std::vector<std::pair<size_t, int64_t>> prompt_scored;  // (sequence, first host row)
   int64_t row = 0, host_rows = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
     const RunnerSeq& s = batch[i];
     inputs.push_back(s.input);
     const int64_t rows = s.input.logits_rows();
     if (rows == 0) continue;
-    if (!s.verify && exec_.supports_device_sampling() && !needs_host_logits(*s.params, s.ctx)) {
-      device.push_back(device_sample_row(*s.params, s.ctx, row + rows - 1));
-      device_seq.push_back(i);
-    } else if (s.verify) {
-      out->verify_row[i] = host_rows;
-    } else {
-      host_sampled.emplace_back(i, host_rows + rows - 1);
-    }
-    if (device_seq.empty() || device_seq.back() != i) host_rows += rows;
     row += rows;
+    if (s.samples() && s.prompt_targets.empty() && !hidden_wanted && exec_.supports_device_sampling() &&
+        !needs_host_logits(*s.params, s.ctx)) {
+      device.push_back(device_sample_row(*s.params, s.ctx, row - 1));
+      device_seq.push_back(i);
+      continue;
+    }
+    if (!s.prompt_targets.empty()) prompt_scored.emplace_back(i, host_rows);
+    if (s.verify) out->verify_row[i] = host_rows;
+    else if (s.samples()) host_sampled.emplace_back(i, host_rows + rows - 1);
+    host_rows += rows;
   }
-  std::vector<float> logits;
+  std::vector<float> logits, hidden;
   std::vector<int32_t> tokens;
-  Status st = device.empty() ? exec_.execute(inputs, &logits) : exec_.execute_sampled(inputs, device, &tokens, &logits);
+  Status st = hidden_wanted  ? exec_.execute_hidden(inputs, &logits, &hidden)
+              : device.empty() ? exec_.execute(inputs, &logits)
+                               : exec_.execute_sampled(inputs, device, &tokens, &logits);
   RETURN_IF_ERROR(st);
+  if (hidden_wanted) RETURN_IF_ERROR(pool_embeddings(batch, hidden, out));
   if (static_cast<int64_t>(logits.size()) < host_rows * V || tokens.size() != device.size())
     return Internal("the model returned " + std::to_string(logits.size()) + " logits and " +
                     std::to_string(tokens.size()) + " tokens; the step needs " + std::to_string(host_rows) +
@@ -75,6 +91,7 @@ Status ModelRunner::execute(std::span<const RunnerSeq> batch, RunnerOutput* out)
     out->samples[device_seq[j]].token = tokens[j];
   }
   sample_on_host(batch, host_sampled, logits, out);
+  score_prompts(batch, prompt_scored, logits, out);
   out->verify_logits = std::move(logits);
   return OkStatus();
 }
@@ -96,6 +113,41 @@ void ModelRunner::sample_on_host(std::span<const RunnerSeq> batch, const std::ve
     });
   } else {
     for (size_t j = 0; j < rows.size(); ++j) sample_one(j);
+  }
+}
+
+Status ModelRunner::pool_embeddings(std::span<const RunnerSeq> batch, const std::vector<float>& hidden,
+                                    RunnerOutput* out) const {
+  const int64_t H = exec_.hidden_size();
+  int64_t rows = 0;
+  for (const RunnerSeq& s : batch) rows += s.input.want_hidden ? s.input.logits_rows() : 0;
+  if (H <= 0 || static_cast<int64_t>(hidden.size()) != rows * H)
+    return Internal("the model returned " + std::to_string(hidden.size()) + " hidden values; the step needs " +
+                    std::to_string(rows) + " rows of " + std::to_string(H));
+  int64_t row = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (!batch[i].input.want_hidden) continue;
+    row += batch[i].input.logits_rows();
+    out->embeddings[i] = pool_last_token(std::span<const float>(hidden).subspan(static_cast<size_t>((row - 1) * H),
+                                                                                 static_cast<size_t>(H)));
+  }
+  return OkStatus();
+}
+
+void ModelRunner::score_prompts(std::span<const RunnerSeq> batch, const std::vector<std::pair<size_t, int64_t>>& rows,
+                                const std::vector<float>& logits, RunnerOutput* out) const {
+  const int64_t V = exec_.vocab_size();
+  for (const auto& [i, first] : rows) {
+    const RunnerSeq& s = batch[i];
+    std::vector<PromptLogprob>& dst = out->prompt_logprobs[i];
+    dst.resize(s.prompt_targets.size());
+    // Rows are independent: spread long prompts over the thread pool.
+    default_thread_pool().parallel_for(static_cast<int64_t>(dst.size()), [&](int64_t b, int64_t e, int) {
+      for (int64_t k = b; k < e; ++k) {
+        const float* base = logits.data() + (first + k) * V;
+        dst[k] = score_prompt_token(std::span<const float>(base, V), s.prompt_targets[k], s.prompt_top);
+      }
+    });
   }
 }
 

@@ -13,6 +13,7 @@
 
 #include "core/status.h"
 #include "runner/model_executor.h"
+#include "runner/prompt_logprobs.h"
 #include "runner/sampler.h"
 
 namespace lancet {
@@ -25,6 +26,19 @@ struct RunnerSeq {
   bool verify = false;
   const SamplingParams* params = nullptr;
   SampleContext ctx;
+  // Prompt logprobs: the first prompt_targets.size() logits rows (input.logits_offsets) are
+  // scored at these tokens (each the prompt token after its row's position), with
+  // prompt_top alternatives; such a sequence's rows always come to the host.
+  std::span<const int32_t> prompt_targets;
+  int32_t prompt_top = 0;
+  // Embedding (pooling) sequence: never sampled; with input.want_hidden its last row's hidden
+  // state is pooled into RunnerOutput::embeddings (runner/pooling.h).
+  bool embed = false;
+
+  // Whether the last logits row is sampled into a token.
+  bool samples() const {
+    return !verify && !embed && input.logits_rows() > static_cast<int32_t>(prompt_targets.size());
+  }
 };
 
 struct RunnerOutput {
@@ -34,6 +48,10 @@ struct RunnerOutput {
   // is sequence i's first row (-1 when it is not verified).
   std::vector<float> verify_logits;
   std::vector<int64_t> verify_row;
+  // [batch]: the scored prompt rows of each sequence (empty for most).
+  std::vector<std::vector<PromptLogprob>> prompt_logprobs;
+  // [batch]: the pooled embedding of each want_hidden sequence ([hidden_size]; empty otherwise).
+  std::vector<std::vector<float>> embeddings;
 };
 
 class ModelRunner {
@@ -51,6 +69,11 @@ class ModelRunner {
   // Host sampling of the sequences in `rows` (index into batch, first host logits row).
   void sample_on_host(std::span<const RunnerSeq> batch, const std::vector<std::pair<size_t, int64_t>>& rows,
                       const std::vector<float>& logits, RunnerOutput* out) const;
+  // The embeddings of the want_hidden sequences from the executor's hidden rows.
+  Status pool_embeddings(std::span<const RunnerSeq> batch, const std::vector<float>& hidden, RunnerOutput* out) const;
+  // Scores the prompt rows of the sequences in `rows` (index into batch, first host row).
+  void score_prompts(std::span<const RunnerSeq> batch, const std::vector<std::pair<size_t, int64_t>>& rows,
+                     const std::vector<float>& logits, RunnerOutput* out) const;
 
   ModelExecutor& exec_;
 };

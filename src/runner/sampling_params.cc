@@ -32,6 +32,8 @@ Status SamplingParams::validate(int64_t vocab_size, int32_t max_logprobs) const 
     return InvalidArgument("min_tokens must be in [0, max_tokens]");
   if (logprobs > max_logprobs)
     return InvalidArgument("logprobs must be at most " + std::to_string(max_logprobs));
+  if (prompt_logprobs < -1 || prompt_logprobs > max_logprobs)
+    return InvalidArgument("prompt_logprobs must be in [0, " + std::to_string(max_logprobs) + "]");
   if (n < 1 || n > 128) return InvalidArgument("n must be in [1, 128]");
   for (const auto& s : stop) {
     if (s.empty()) return InvalidArgument("stop strings must not be empty");

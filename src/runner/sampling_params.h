@@ -29,6 +29,9 @@ struct SamplingParams {
   bool include_stop_str_in_output = false;  // a matched stop string ends the text (vLLM's flag)
   bool ignore_eos = false;
   int32_t logprobs = -1;  // -1 = none; k >= 0: logprob of the sampled token + top k
+  // -1 = none; k >= 0: each prompt token's logprob and rank + top k alternatives (vLLM's
+  // prompt_logprobs; the engine then computes the whole prompt, without prefix-cache hits).
+  int32_t prompt_logprobs = -1;
   int32_t n = 1;
 
   bool greedy() const { return temperature <= 0.0f; }

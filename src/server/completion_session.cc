@@ -175,6 +175,13 @@ std::optional<ApiError> CompletionSession::submit() {
   const std::string param = chat() ? "messages" : "prompt";
   std::vector<GenerationRequest> gens;
   for (auto& ids : prompts) {
+    // truncate_prompt_tokens keeps the last K tokens (left truncation, as vLLM does).
+    const int64_t keep = req_.truncate_prompt_tokens;
+    const bool truncated = keep > 0 && static_cast<int64_t>(ids.size()) > keep;
+    if (truncated) {
+      truncated_ += static_cast<int64_t>(ids.size()) - keep;
+      ids.erase(ids.begin(), ids.end() - keep);
+    }
     const int64_t len = static_cast<int64_t>(ids.size());
     GenerationRequest g;
     g.params = req_.params;
@@ -186,6 +193,11 @@ std::optional<ApiError> CompletionSession::submit() {
     if (gens.empty()) max_tokens_ = max_tokens;
     g.params.min_tokens = std::min(g.params.min_tokens, g.params.max_tokens);
     prompt_lens_.push_back(len);
+    if (req_.echo) {
+      const size_t i = prompt_ids_.size();
+      echo_text_.push_back(i < req_.text_prompts.size() && !truncated ? req_.text_prompts[i] : model_->decode(ids));
+    }
+    prompt_ids_.push_back(ids);
     g.prompt = std::move(ids);
     gens.push_back(std::move(g));
   }
@@ -199,6 +211,7 @@ std::optional<ApiError> CompletionSession::submit() {
     streams_.push_back(std::move(*s));
   }
   cached_.assign(streams_.size(), 0);
+  prompt_lp_.assign(streams_.size(), {});
   choices_.resize(streams_.size() * static_cast<size_t>(req_.params.n));
   if (guard_)
     for (Choice& c : choices_) c.guard = std::make_unique<guard::GuardScanner>(guard_);
@@ -215,11 +228,19 @@ void CompletionSession::apply(size_t prompt, const TokenEvent& ev, ChunkFields* 
   cached_[prompt] = std::max<int64_t>(cached_[prompt], ev.cached_prompt_tokens);
   c.spec_draft_tokens = std::max<int64_t>(c.spec_draft_tokens, ev.spec_draft_tokens);
   c.spec_accepted_tokens = std::max<int64_t>(c.spec_accepted_tokens, ev.spec_accepted_tokens);
-  delta->index = static_cast<int32_t>(idx);
+  if (!ev.prompt_logprobs.empty()) prompt_lp_[prompt] = ev.prompt_logprobs;
   const size_t text_offset = c.text.size();
   if (ev.first_scheduled != Clock::time_point{} &&
       (first_scheduled_ == Clock::time_point{} || ev.first_scheduled < first_scheduled_))
     first_scheduled_ = ev.first_scheduled;
+  // Echo: the prompt text (and its tokens' logprobs) comes before the choice's first output.
+  std::string echo;
+  std::vector<TokenLogprobInfo> fresh;  // this event's logprob entries
+  if (req_.echo && !c.echoed) {
+    c.echoed = true;
+    echo = echo_text_[prompt];
+    if (req_.want_logprobs) fresh = echo_logprobs(prompt);
+  }
   if (ev.token >= 0) {
     if (!have_first_token_) {
       have_first_token_ = true;
@@ -232,16 +253,20 @@ void CompletionSession::apply(size_t prompt, const TokenEvent& ev, ChunkFields* 
     if (req_.want_logprobs) {
       TokenLogprobInfo info{token_string(ev.token), ev.logprob, {}};
       for (const TokenLogprob& t : ev.top_logprobs) info.top.push_back({token_string(t.token), t.logprob});
-      delta->logprobs = chat() ? chat_logprobs_json({info}) : completion_logprobs_json({info}, text_offset);
-      c.logprobs.push_back(std::move(info));
+      fresh.push_back(std::move(info));
     }
   }
+  if (!fresh.empty()) {
+    delta->logprobs = chat() ? chat_logprobs_json(fresh) : completion_logprobs_json(fresh, text_offset);
+    c.logprobs.insert(c.logprobs.end(), std::make_move_iterator(fresh.begin()), std::make_move_iterator(fresh.end()));
+  }
+  c.text += echo;
   c.text += ev.text;
   if (c.guard) {
     guard_output(prompt, c, ev.finished, delta);
     if (c.finished) return;
   } else {
-    delta->content = ev.text;
+    delta->content = echo + ev.text;
   }
   if (ev.finished) {
     c.finished = true;
@@ -290,6 +315,41 @@ std::string CompletionSession::token_string(int32_t id) const {
   return model_->token_text(id);
 }
 
+std::vector<TokenLogprobInfo> CompletionSession::echo_logprobs(size_t prompt) const {
+  const std::vector<int32_t>& ids = prompt_ids_[prompt];
+  const std::vector<PromptLogprob>& lp = prompt_lp_[prompt];
+  std::vector<TokenLogprobInfo> out;
+  if (lp.size() + 1 != ids.size()) return out;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    TokenLogprobInfo info;
+    info.token = token_string(ids[i]);
+    info.null_logprob = i == 0;
+    if (i > 0) {
+      info.logprob = lp[i - 1].logprob;
+      const size_t k = std::min(lp[i - 1].top.size(), static_cast<size_t>(std::max(req_.top_logprobs, 0)));
+      for (size_t j = 0; j < k; ++j) info.top.push_back({token_string(lp[i - 1].top[j].token), lp[i - 1].top[j].logprob});
+    }
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+Json CompletionSession::prompt_logprobs_of(size_t prompt) const {
+  const std::vector<int32_t>& ids = prompt_ids_[prompt];
+  const std::vector<PromptLogprob>& lp = prompt_lp_[prompt];
+  if (lp.size() + 1 != ids.size()) return nullptr;
+  std::vector<PromptPosition> positions(lp.size());
+  for (size_t i = 0; i < lp.size(); ++i) {
+    positions[i].actual = {lp[i].token, lp[i].logprob, lp[i].rank, token_string(lp[i].token)};
+    const size_t k = std::min(lp[i].top.size(), static_cast<size_t>(std::max(req_.prompt_logprobs, 0)));
+    for (size_t j = 0; j < k; ++j) {
+      const TokenLogprob& t = lp[i].top[j];
+      positions[i].top.push_back({t.token, t.logprob, static_cast<int32_t>(j + 1), token_string(t.token)});
+    }
+  }
+  return prompt_logprobs_json(positions);
+}
+
 Usage CompletionSession::usage() const {
   Usage u;
   for (int64_t len : prompt_lens_) u.prompt_tokens += len;
@@ -299,6 +359,7 @@ Usage CompletionSession::usage() const {
     u.spec_accepted_tokens += c.spec_accepted_tokens;
   }
   for (int64_t c : cached_) u.cached_tokens += c;
+  if (req_.truncate_prompt_tokens > 0) u.truncated_prompt_tokens = truncated_;
   return u;
 }
 
@@ -335,6 +396,10 @@ std::optional<ApiError> CompletionSession::collect(Json* response) {
     const Choice& c = choices_[i];
     // A stream ends without a choice's final event only when the engine stopped under it.
     results.push_back({static_cast<int32_t>(i), c.text, c.logprobs, c.finished ? c.finish_reason : "abort"});
+    if (req_.prompt_logprobs >= 0) {
+      results.back().with_prompt_logprobs = true;
+      results.back().prompt_logprobs = prompt_logprobs_of(i / static_cast<size_t>(req_.params.n));
+    }
   }
   *response = chat() ? chat_response_json(meta_, results, req_.want_logprobs, usage())
                      : completion_response_json(meta_, results, req_.want_logprobs, usage());

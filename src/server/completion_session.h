@@ -67,6 +67,7 @@ class CompletionSession {
     std::unique_ptr<guard::GuardScanner> guard;  // null without rules
     size_t sent = 0;                             // bytes of text released to the client
     size_t hits_counted = 0;
+    bool echoed = false;  // echo: the prompt text has been put before the output
   };
   std::optional<ApiError> encode_prompts(std::vector<std::vector<int32_t>>* prompts);
   // Applies one event to its choice; fills the stream delta for it.
@@ -82,6 +83,11 @@ class CompletionSession {
   void guard_output(size_t prompt, Choice& c, bool last, ChunkFields* delta);
   void count_hits(const std::vector<guard::Hit>& hits, size_t from, const char* where);
   std::string token_string(int32_t id) const;
+  // Echo with logprobs: the prompt tokens' entries (the first with a null logprob); empty
+  // when the prompt was not scored (the request ended first).
+  std::vector<TokenLogprobInfo> echo_logprobs(size_t prompt) const;
+  // prompt_logprobs of prompt p as vLLM sends it (null when it was not scored).
+  Json prompt_logprobs_of(size_t prompt) const;
   Usage usage() const;
   bool chat() const { return req_.kind == ApiKind::kChat; }
   ApiError timeout_error() const;
@@ -103,6 +109,12 @@ class CompletionSession {
   std::vector<std::shared_ptr<RequestStream>> streams_;  // one per prompt
   std::vector<int64_t> prompt_lens_;
   std::vector<int64_t> cached_;  // per prompt
+  // Per prompt: its ids as submitted, the text echo puts first, and the prompt logprobs
+  // (choice 0's first event carries them).
+  std::vector<std::vector<int32_t>> prompt_ids_;
+  std::vector<std::string> echo_text_;
+  std::vector<std::vector<PromptLogprob>> prompt_lp_;
+  int64_t truncated_ = 0;  // prompt tokens dropped by truncate_prompt_tokens
   std::vector<Choice> choices_;  // prompt * n + index
   std::vector<double> itl_;
   bool model_error_ = false;

@@ -17,6 +17,7 @@
 #include "server/chat_page.h"
 #include "server/client_connection.h"
 #include "server/completion_session.h"
+#include "server/embedding_session.h"
 #include "server/http_guards.h"
 #include "server/http_listener.h"
 #include "server/openai_json.h"
@@ -108,6 +109,7 @@ struct HttpServer::Impl {
   // Registers a POST route whose handler gets the body read by read_body().
   void post_with_body(const char* path, BodyHandler handler);
   void handle_completion(const httplib::Request& req, const std::string& body, httplib::Response& res, ApiKind kind);
+  void handle_embeddings(const httplib::Request& req, const std::string& body, httplib::Response& res);
   void handle_tokenize(const std::string& body, httplib::Response& res);
   void handle_detokenize(const std::string& body, httplib::Response& res);
   ServingModel* ready_model(httplib::Response& res);
@@ -163,6 +165,29 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, const std:
         return ok;
       },
       [state](bool) {});
+}
+
+void HttpServer::Impl::handle_embeddings(const httplib::Request& req, const std::string& body, httplib::Response& res) {
+  ServingModel* m = ready_model(res);
+  if (!m) return;
+  EmbeddingRequest er;
+  if (auto e = parse_embedding_request(body, config.limits, &er)) return send_error(res, *e);
+  if (!er.model.empty() && er.model != m->name())
+    return send_error(res, not_found("The model `" + er.model.substr(0, 256) + "` does not exist.", "model",
+                                     "model_not_found"));
+  if (in_flight.fetch_add(1) >= config.max_concurrent_requests) {
+    in_flight.fetch_sub(1);
+    return send_error(res, server_error(429, "the server is at its concurrency limit; retry later",
+                                        "rate_limit_error", "too_many_requests"));
+  }
+  Slot slot(&in_flight);
+  EmbeddingSession session(m, std::move(er), config.request_timeout_s);
+  const ClientConnection conn =
+      ClientConnection::find(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+  if (conn.found()) session.set_client_gone([conn] { return conn.closed(); });
+  Json out;
+  if (auto e = session.run(&out)) return send_error(res, *e);
+  send_json(res, out);
 }
 
 void HttpServer::Impl::handle_tokenize(const std::string& body, httplib::Response& res) {
@@ -340,6 +365,8 @@ void HttpServer::Impl::install_routes() {
                  [this](const httplib::Request& req, const std::string& body, httplib::Response& res) {
                    handle_completion(req, body, res, ApiKind::kCompletion);
                  });
+  post_with_body("/v1/embeddings", [this](const httplib::Request& req, const std::string& body,
+                                          httplib::Response& res) { handle_embeddings(req, body, res); });
   post_with_body("/tokenize", [this](const httplib::Request&, const std::string& body, httplib::Response& res) {
     handle_tokenize(body, res);
   });

@@ -3,6 +3,7 @@
 // sends can trigger undefined behaviour; every list is bounded by RequestLimits.
 #include "server/openai_json.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -181,7 +182,7 @@ Err parse_logit_bias(const json& obj, const RequestLimits& lim, SamplingParams* 
 // null, false and 0 mean "not set" (clients send defaults); tool_choice needs tools, as OpenAI says.
 Err refuse_unsupported(const json& obj, ApiKind kind) {
   static constexpr const char* kOutputChanging[] = {
-      "guided_json", "guided_choice", "guided_regex", "guided_grammar", "structured_outputs", "prompt_logprobs"};
+      "guided_json", "guided_choice", "guided_regex", "guided_grammar", "structured_outputs"};
   auto set = [](const json* v) {
     return v && !v->is_null() && !(v->is_boolean() && !v->get<bool>()) && !(v->is_number() && v->get<double>() == 0);
   };
@@ -191,6 +192,9 @@ Err refuse_unsupported(const json& obj, ApiKind kind) {
   if (kind == ApiKind::kChat && set(field(obj, "continue_final_message")))
     return bad_request("'continue_final_message' is not supported by this server; see docs/API.md",
                        "continue_final_message");
+  // vLLM's chat echo (repeat the last message) is not implemented; completions have echo.
+  if (kind == ApiKind::kChat && set(field(obj, "echo")))
+    return bad_request("'echo' is not supported on chat completions by this server; see docs/API.md", "echo");
   if (const json* tc = field(obj, "tool_choice"); tc && !tc->is_null()) {
     const json* tools = field(obj, "tools");
     const bool none = tc->is_string() && tc->get<std::string>() == "none";
@@ -238,6 +242,16 @@ Err parse_common(const json& obj, const RequestLimits& lim, ApiRequest* r) {
   if (auto e = get_string(obj, "user", &r->user)) return e;
   if (auto e = get_bool(obj, "return_tokens_as_token_ids", &r->tokens_as_ids)) return e;
   if (auto e = get_bool(obj, "stream", &r->stream)) return e;
+  bool plp_set = false;
+  if (auto e = get_int(obj, "prompt_logprobs", 0, lim.max_logprobs, &r->prompt_logprobs, &plp_set)) return e;
+  if (plp_set && r->stream)  // as vLLM answers
+    return bad_request("'prompt_logprobs' is not available when 'stream' is true", "prompt_logprobs");
+  p.prompt_logprobs = r->prompt_logprobs;
+  if (const json* t = field(obj, "truncate_prompt_tokens")) {
+    if (auto e = to_int(*t, "truncate_prompt_tokens", 1, std::numeric_limits<int32_t>::max(),
+                        &r->truncate_prompt_tokens))
+      return e;
+  }
   if (const json* so = field(obj, "stream_options")) {
     if (!so->is_object()) return type_error("stream_options", "an object");
     if (!r->stream) return bad_request("'stream_options' is only allowed when 'stream' is true", "stream_options");
@@ -394,7 +408,6 @@ std::optional<ApiError> parse_completion_request(std::string_view body, const Re
   if (auto e = parse_prompt(obj, limits, out)) return e;
   if (auto e = parse_common(obj, limits, out)) return e;
   if (auto e = get_bool(obj, "echo", &out->echo)) return e;
-  if (out->echo) return bad_request("'echo' is not supported by this server", "echo");
   std::string suffix;
   if (auto e = get_string(obj, "suffix", &suffix)) return e;
   if (!suffix.empty()) return bad_request("'suffix' is not supported by this server", "suffix");
@@ -402,6 +415,9 @@ std::optional<ApiError> parse_completion_request(std::string_view body, const Re
   if (auto e = get_int(obj, "logprobs", 0, limits.max_logprobs, &out->top_logprobs, &lp_set)) return e;
   out->want_logprobs = lp_set;
   if (lp_set) out->params.logprobs = out->top_logprobs;
+  // Echo with logprobs reports the prompt tokens' logprobs first, as vLLM does: the engine
+  // scores the prompt with enough alternatives for both uses.
+  if (out->echo && lp_set) out->params.prompt_logprobs = std::max(out->params.prompt_logprobs, out->top_logprobs);
   return check_choices(limits, *out);
 }
 

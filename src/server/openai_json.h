@@ -48,7 +48,11 @@ struct ApiRequest {
   // Completions: either text prompts or token-id prompts (never both).
   std::vector<std::string> text_prompts;
   std::vector<std::vector<int32_t>> token_prompts;
-  bool echo = false;
+  bool echo = false;  // completions: the prompt text starts each choice's text
+  // vLLM's prompt_logprobs: -1 = off; k >= 0: each prompt token's logprob, rank and top k.
+  int32_t prompt_logprobs = -1;
+  // vLLM's truncate_prompt_tokens: 0 = off; K >= 1 keeps each prompt's last K tokens.
+  int64_t truncate_prompt_tokens = 0;
   // max_tokens stays as parsed; max_tokens_set says whether the client gave one (otherwise the
   // rest of the context is the budget, as vLLM does).
   SamplingParams params;
@@ -99,6 +103,7 @@ struct TokenLogprobInfo {
   std::string token;
   float logprob = 0.0f;
   std::vector<TopLogprob> top;
+  bool null_logprob = false;  // echo: the first prompt token has no logprob (null in the JSON)
 };
 
 struct ChoiceResult {
@@ -106,6 +111,22 @@ struct ChoiceResult {
   std::string text;
   std::vector<TokenLogprobInfo> logprobs;  // used when the request wanted logprobs
   std::string finish_reason;               // "stop", "length", "abort", "error"
+  // vLLM's prompt_logprobs (prompt_logprobs_json), sent when with_prompt_logprobs: on each
+  // completions choice, at the top of a chat response (from the first choice).
+  bool with_prompt_logprobs = false;
+  nlohmann::ordered_json prompt_logprobs = nullptr;
+};
+
+// One prompt token as vLLM's prompt_logprobs reports it, and its top alternatives.
+struct PromptTokenInfo {
+  int32_t token = -1;
+  float logprob = 0.0f;
+  int32_t rank = 0;
+  std::string text;  // decoded_token
+};
+struct PromptPosition {
+  PromptTokenInfo actual;
+  std::vector<PromptTokenInfo> top;
 };
 
 struct Usage {
@@ -116,6 +137,8 @@ struct Usage {
   // when some were drafted).
   int64_t spec_draft_tokens = 0;
   int64_t spec_accepted_tokens = 0;
+  // truncate_prompt_tokens: prompt tokens dropped (over all prompts); -1 when not asked.
+  int64_t truncated_prompt_tokens = -1;
 };
 
 struct ResponseMeta {
@@ -133,6 +156,10 @@ Json usage_json(const Usage& usage);
 Json chat_logprobs_json(const std::vector<TokenLogprobInfo>& entries);
 // text_offset_start: offset of the first token's text within the choice's text.
 Json completion_logprobs_json(const std::vector<TokenLogprobInfo>& entries, size_t text_offset_start);
+
+// positions: prompt tokens 1.. (the first has none): [null, {"id": {"logprob", "rank",
+// "decoded_token"}}, ...], the actual token first, then its alternatives.
+Json prompt_logprobs_json(const std::vector<PromptPosition>& positions);
 
 Json chat_response_json(const ResponseMeta& meta, const std::vector<ChoiceResult>& choices,
                         bool with_logprobs, const Usage& usage);

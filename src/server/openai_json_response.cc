@@ -51,6 +51,9 @@ Json usage_json(const Usage& u) {
   j["total_tokens"] = u.prompt_tokens + u.completion_tokens;
   j["completion_tokens"] = u.completion_tokens;
   j["prompt_tokens_details"] = {{"cached_tokens", u.cached_tokens}};
+  // An extension field: prompt tokens that truncate_prompt_tokens dropped (prompt_tokens
+  // counts the tokens kept).
+  if (u.truncated_prompt_tokens >= 0) j["truncated_prompt_tokens"] = u.truncated_prompt_tokens;
   // An extension field (clients ignore unknown usage fields): per-request speculation counts.
   if (u.spec_draft_tokens > 0)
     j["speculative"] = {{"draft_tokens", u.spec_draft_tokens}, {"accepted_tokens", u.spec_accepted_tokens}};
@@ -76,17 +79,39 @@ Json completion_logprobs_json(const std::vector<TokenLogprobInfo>& entries, size
   size_t offset = text_offset_start;
   for (const auto& e : entries) {
     tokens.push_back(e.token);
+    offsets.push_back(offset);
+    offset += e.token.size();
+    if (e.null_logprob) {
+      token_logprobs.push_back(nullptr);
+      top.push_back(nullptr);
+      continue;
+    }
     token_logprobs.push_back(finite_logprob(e.logprob));
     Json alts = Json::object();
     for (const auto& t : e.top) alts[t.token] = finite_logprob(t.logprob);
     top.push_back(std::move(alts));
-    offsets.push_back(offset);
-    offset += e.token.size();
   }
   return Json{{"text_offset", std::move(offsets)},
               {"token_logprobs", std::move(token_logprobs)},
               {"tokens", std::move(tokens)},
               {"top_logprobs", std::move(top)}};
+}
+
+Json prompt_logprobs_json(const std::vector<PromptPosition>& positions) {
+  Json out = Json::array({nullptr});
+  auto entry = [](const PromptTokenInfo& t) {
+    return Json{{"logprob", finite_logprob(t.logprob)}, {"rank", t.rank}, {"decoded_token", t.text}};
+  };
+  for (const PromptPosition& p : positions) {
+    Json d = Json::object();
+    d[std::to_string(p.actual.token)] = entry(p.actual);
+    for (const PromptTokenInfo& t : p.top) {
+      const std::string key = std::to_string(t.token);
+      if (!d.contains(key)) d[key] = entry(t);
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
 }
 
 Json chat_response_json(const ResponseMeta& meta, const std::vector<ChoiceResult>& choices, bool with_logprobs,
@@ -104,6 +129,7 @@ Json chat_response_json(const ResponseMeta& meta, const std::vector<ChoiceResult
   out["choices"] = std::move(cs);
   out["usage"] = usage_json(usage);
   out["system_fingerprint"] = nullptr;
+  if (!choices.empty() && choices[0].with_prompt_logprobs) out["prompt_logprobs"] = choices[0].prompt_logprobs;
   return out;
 }
 
@@ -117,6 +143,7 @@ Json completion_response_json(const ResponseMeta& meta, const std::vector<Choice
     choice["text"] = c.text;
     choice["logprobs"] = with_logprobs ? completion_logprobs_json(c.logprobs, 0) : Json(nullptr);
     choice["finish_reason"] = null_or(c.finish_reason);
+    if (c.with_prompt_logprobs) choice["prompt_logprobs"] = c.prompt_logprobs;
     cs.push_back(std::move(choice));
   }
   out["choices"] = std::move(cs);

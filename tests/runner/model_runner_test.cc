@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 namespace lancet {
@@ -119,6 +120,62 @@ TEST(ModelRunner, DeviceTokenOutsideTheVocabularyIsAnError) {
   const Status s = runner.execute(b.seqs, &out);
   EXPECT_EQ(s.code(), StatusCode::kInternal);
   EXPECT_NE(s.to_string().find("outside the vocabulary"), std::string::npos) << s.to_string();
+}
+
+// Prompt logprobs: a chunk's scored rows come to the host and are scored at their targets; a
+// chunk that does not end the prompt samples nothing, the one that does samples its last row.
+TEST(ModelRunner, PromptRowsAreScoredAndOnlyTheLastRowIsSampled) {
+  FakeExecutor exec(/*device=*/true);
+  ModelRunner runner(exec);
+  SamplingParams p;
+  p.temperature = 0.0f;
+  const std::vector<int32_t> tokens = {1, 2, 3, 4};
+  const std::vector<BlockId> table = {0};
+  const std::vector<int32_t> mid_offsets = {0, 1, 2, 3}, last_offsets = {0, 1, 2};
+  const std::vector<int32_t> mid_targets = {5, 2, 9, 1}, last_targets = {4, 4};
+  std::vector<RunnerSeq> seqs(3);
+  for (RunnerSeq& s : seqs) {
+    s.input.tokens = tokens;
+    s.input.block_table = table;
+    s.params = &p;
+  }
+  seqs[0].input.logits_offsets = mid_offsets;  // a middle chunk: 4 scored rows, no sample
+  seqs[0].prompt_targets = mid_targets;
+  seqs[0].prompt_top = 2;
+  seqs[1].input.need_logits = true;  // a plain decode on the device
+  seqs[1].input.tokens = std::span<const int32_t>(tokens).first(1);
+  seqs[2].input.need_logits = true;  // the last chunk: 2 scored rows and the sample row
+  seqs[2].input.logits_offsets = last_offsets;
+  seqs[2].prompt_targets = last_targets;
+  RunnerOutput out;
+  const Status st = runner.execute(seqs, &out);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  EXPECT_FALSE(seqs[0].samples());
+  EXPECT_TRUE(seqs[2].samples());
+  EXPECT_EQ(exec.device_rows, (std::vector<int32_t>{4}));  // step rows: seq 0 -> 0..3, seq 1 -> 4, seq 2 -> 5..7
+  EXPECT_EQ(out.samples[0].token, -1);
+  EXPECT_EQ(out.samples[1].token, 14);
+  // Host rows: seq 0 -> 0..3, seq 2 -> 4..6 (step rows 5..7). Step row r peaks at (r + 1) % 16
+  // with logit 5.
+  EXPECT_EQ(out.samples[2].token, 8);
+  ASSERT_EQ(out.prompt_logprobs[0].size(), 4u);
+  ASSERT_EQ(out.prompt_logprobs[2].size(), 2u);
+  EXPECT_TRUE(out.prompt_logprobs[1].empty());
+  const double peak = 5.0 - std::log(std::exp(5.0) + 15.0), flat = -std::log(std::exp(5.0) + 15.0);
+  const PromptLogprob& hit = out.prompt_logprobs[0][1];  // step row 1 peaks at 2 = its target
+  EXPECT_EQ(hit.token, 2);
+  EXPECT_NEAR(hit.logprob, peak, 1e-6);
+  EXPECT_EQ(hit.rank, 1);
+  ASSERT_EQ(hit.top.size(), 2u);
+  EXPECT_EQ(hit.top[0].token, 2);
+  EXPECT_EQ(hit.top[1].token, 0);  // ties go to the lower id
+  const PromptLogprob& miss = out.prompt_logprobs[0][0];  // step row 0 peaks at 1, target 5
+  EXPECT_NEAR(miss.logprob, flat, 1e-6);
+  EXPECT_EQ(miss.rank, 2);
+  EXPECT_EQ(out.prompt_logprobs[2][0].token, 4);
+  EXPECT_EQ(out.prompt_logprobs[2][0].rank, 2);        // step row 5 peaks at 6
+  EXPECT_EQ(out.prompt_logprobs[2][1].rank, 2);        // step row 6 peaks at 7
+  EXPECT_TRUE(out.prompt_logprobs[2][1].top.empty());  // prompt_top 0
 }
 
 // Rows that need processed logits stay on the host even with device sampling.

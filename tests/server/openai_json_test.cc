@@ -107,7 +107,16 @@ TEST(OpenAiJson, BadChatRequestsAre400WithTheField) {
       {R"({"messages": [{"role": "user", "content": "x"}], "guided_json": {"type": "object"}})", "guided_json"},
       {R"({"messages": [{"role": "user", "content": "x"}], "guided_choice": ["a", "b"]})", "guided_choice"},
       {R"({"messages": [{"role": "user", "content": "x"}], "guided_regex": "a+"})", "guided_regex"},
-      {R"({"messages": [{"role": "user", "content": "x"}], "prompt_logprobs": 1})", "prompt_logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "prompt_logprobs": 21})", "prompt_logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "prompt_logprobs": -1})", "prompt_logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "prompt_logprobs": 1.5})", "prompt_logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "prompt_logprobs": 1, "stream": true})",
+       "prompt_logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "echo": true})", "echo"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "truncate_prompt_tokens": 0})", "truncate_prompt_tokens"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "truncate_prompt_tokens": -1})", "truncate_prompt_tokens"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "truncate_prompt_tokens": 2.5})", "truncate_prompt_tokens"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "truncate_prompt_tokens": "4"})", "truncate_prompt_tokens"},
       {R"({"messages": [{"role": "user", "content": "x"}], "continue_final_message": true})",
        "continue_final_message"},
       {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "auto"})", "tool_choice"},
@@ -138,12 +147,79 @@ TEST(OpenAiJson, ExtensionDefaultsAndIncludeStopAreAccepted) {
       RequestLimits{}, &r);
   ASSERT_FALSE(err.has_value()) << err->message;
   EXPECT_TRUE(r.params.include_stop_str_in_output);
+  EXPECT_EQ(r.params.prompt_logprobs, 0);  // 0 asks for the prompt tokens' own logprobs
   ApiRequest c;
-  err = parse_completion_request(R"({"prompt": "x", "prompt_logprobs": 2})", RequestLimits{}, &c);
-  ASSERT_TRUE(err.has_value());
-  EXPECT_EQ(err->param, "prompt_logprobs");
   EXPECT_FALSE(parse_completion_request(R"({"prompt": "x"})", RequestLimits{}, &c).has_value());
   EXPECT_FALSE(c.params.include_stop_str_in_output);
+}
+
+// echo and prompt_logprobs on completions: echo with logprobs scores the prompt with as many
+// alternatives as either field asks for; prompt_logprobs alone does not touch logprobs.
+TEST(OpenAiJson, EchoAndPromptLogprobsMapToSamplingParams) {
+  ApiRequest r;
+  ASSERT_FALSE(parse_completion_request(R"({"prompt": "x", "echo": true})", RequestLimits{}, &r).has_value());
+  EXPECT_TRUE(r.echo);
+  EXPECT_EQ(r.params.prompt_logprobs, -1);
+  ASSERT_FALSE(parse_completion_request(R"({"prompt": "x", "echo": true, "logprobs": 3})", RequestLimits{}, &r));
+  EXPECT_EQ(r.params.prompt_logprobs, 3);
+  EXPECT_EQ(r.prompt_logprobs, -1);
+  ASSERT_FALSE(parse_completion_request(R"({"prompt": "x", "echo": true, "logprobs": 1, "prompt_logprobs": 4})",
+                                        RequestLimits{}, &r));
+  EXPECT_EQ(r.params.prompt_logprobs, 4);
+  EXPECT_EQ(r.prompt_logprobs, 4);
+  EXPECT_EQ(r.params.logprobs, 1);
+  ASSERT_FALSE(parse_completion_request(R"({"prompt": "x", "prompt_logprobs": 2})", RequestLimits{}, &r));
+  EXPECT_EQ(r.params.prompt_logprobs, 2);
+  EXPECT_EQ(r.params.logprobs, -1);
+  EXPECT_FALSE(r.echo);
+  auto err = parse_completion_request(R"({"prompt": "x", "echo": 1})", RequestLimits{}, &r);
+  ASSERT_TRUE(err.has_value());
+  EXPECT_EQ(err->param, "echo");
+  err = parse_completion_request(R"({"prompt": "x", "prompt_logprobs": 1, "stream": true})", RequestLimits{}, &r);
+  ASSERT_TRUE(err.has_value());
+  EXPECT_EQ(err->param, "prompt_logprobs");
+  ASSERT_FALSE(parse_completion_request(R"({"prompt": "x", "truncate_prompt_tokens": 7})", RequestLimits{}, &r));
+  EXPECT_EQ(r.truncate_prompt_tokens, 7);
+  ASSERT_FALSE(parse_completion_request(R"({"prompt": "x", "truncate_prompt_tokens": 3.0})", RequestLimits{}, &r));
+  EXPECT_EQ(r.truncate_prompt_tokens, 3);
+  Usage u;
+  EXPECT_FALSE(usage_json(u).contains("truncated_prompt_tokens"));
+  u.truncated_prompt_tokens = 5;
+  EXPECT_EQ(usage_json(u)["truncated_prompt_tokens"], 5);
+}
+
+// vLLM's layouts: prompt_logprobs starts with null, then {id: {logprob, rank, decoded_token}}
+// with the actual token first; echo's first prompt token has a null logprob.
+TEST(OpenAiJson, PromptLogprobsAndEchoLogprobsLayouts) {
+  std::vector<PromptPosition> pos(2);
+  pos[0].actual = {7, -1.5f, 3, "a"};
+  pos[0].top = {{9, -0.5f, 1, "b"}, {7, -1.5f, 2, "a"}};
+  pos[1].actual = {9, -0.25f, 1, "b"};
+  const Json j = prompt_logprobs_json(pos);
+  ASSERT_EQ(j.size(), 3u);
+  EXPECT_TRUE(j[0].is_null());
+  EXPECT_EQ(j[1].size(), 2u);  // the actual token is not repeated
+  EXPECT_EQ(j[1].begin().key(), "7");
+  EXPECT_EQ(j[1]["7"]["rank"], 3);
+  EXPECT_EQ(j[1]["9"]["decoded_token"], "b");
+  EXPECT_DOUBLE_EQ(j[2]["9"]["logprob"].get<double>(), -0.25);
+  std::vector<TokenLogprobInfo> entries(2);
+  entries[0].token = "He";
+  entries[0].null_logprob = true;
+  entries[1].token = "llo";
+  entries[1].logprob = -2.0f;
+  const Json c = completion_logprobs_json(entries, 0);
+  EXPECT_TRUE(c["token_logprobs"][0].is_null());
+  EXPECT_TRUE(c["top_logprobs"][0].is_null());
+  EXPECT_EQ(c["token_logprobs"][1], -2.0);
+  EXPECT_EQ(c["text_offset"], (Json{0, 2}));
+  ChoiceResult choice{0, "x", {}, "stop"};
+  choice.with_prompt_logprobs = true;
+  choice.prompt_logprobs = j;
+  ResponseMeta meta{"cmpl-x", 1, "m"};
+  EXPECT_EQ(completion_response_json(meta, {choice}, false, Usage{})["choices"][0]["prompt_logprobs"], j);
+  EXPECT_EQ(chat_response_json(meta, {choice}, false, Usage{})["prompt_logprobs"], j);
+  EXPECT_FALSE(completion_response_json(meta, {ChoiceResult{}}, false, Usage{})["choices"][0].contains("prompt_logprobs"));
 }
 
 // OpenAI sends `code` as a string (or null); one type on every path, a default per status.

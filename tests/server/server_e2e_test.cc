@@ -22,6 +22,8 @@ namespace {
 const char* kKey = "test-key-123";
 
 std::string check_script() { return source_dir() + "/tests/server/openai_client_check.py"; }
+std::string prompt_script() { return source_dir() + "/tests/server/openai_prompt_check.py"; }
+std::string embeddings_script() { return source_dir() + "/tests/server/openai_embeddings_check.py"; }
 
 // Server flags shared by the tests: a small context and KV cache keep memory and time low.
 std::vector<std::string> common_flags() {
@@ -29,8 +31,9 @@ std::vector<std::string> common_flags() {
           "--max-request-bytes", "1048576", "--threads", "2"};
 }
 
-int run_scenario(const std::string& scenario, const ServerProcess& server, std::string* out) {
-  const std::string cmd = python() + " " + check_script() + " " + scenario + " --base-url " + server.base_url() +
+int run_scenario(const std::string& scenario, const ServerProcess& server, std::string* out,
+                 const std::string& script = check_script()) {
+  const std::string cmd = python() + " " + script + " " + scenario + " --base-url " + server.base_url() +
                           " --api-key " + kKey + " --model-path " + default_model() + " --lancet " +
                           lancet_binary() + " --pid " + std::to_string(server.pid());
   return run_command(cmd, out);
@@ -77,6 +80,37 @@ TEST_F(ServerE2E, LoadWithCancellationsLeavesNothingRunning) {
   std::string out;
   EXPECT_EQ(run_scenario("load", *server_, &out), 0) << out << "\nserver log:\n" << server_->log();
   EXPECT_NE(out.find("PASS load"), std::string::npos) << out;
+}
+
+// echo on /v1/completions: the prompt text first, its logprobs first, in the first chunk.
+TEST_F(ServerE2E, EchoPutsThePromptFirst) {
+  std::string out;
+  EXPECT_EQ(run_scenario("echo", *server_, &out, prompt_script()), 0) << out << "\nserver log:\n" << server_->log();
+  EXPECT_NE(out.find("PASS echo"), std::string::npos) << out;
+}
+
+// prompt_logprobs equal the logprobs of generating the same tokens, cached prompt or not.
+TEST_F(ServerE2E, PromptLogprobsMatchGeneration) {
+  std::string out;
+  EXPECT_EQ(run_scenario("prompt_logprobs", *server_, &out, prompt_script()), 0)
+      << out << "\nserver log:\n" << server_->log();
+  EXPECT_NE(out.find("PASS prompt_logprobs"), std::string::npos) << out;
+}
+
+// truncate_prompt_tokens keeps the last K tokens; usage says how many were dropped.
+TEST_F(ServerE2E, TruncatePromptTokensKeepsTheLastK) {
+  std::string out;
+  EXPECT_EQ(run_scenario("truncate", *server_, &out, prompt_script()), 0) << out << "\nserver log:\n" << server_->log();
+  EXPECT_NE(out.find("PASS truncate"), std::string::npos) << out;
+}
+
+// /v1/embeddings through the official client: unit vectors of the hidden size (SmolLM2-135M:
+// 576), deterministic, a batch == one by one, base64 == float, and bad inputs -> 400.
+TEST_F(ServerE2E, EmbeddingsThroughTheOpenAiClient) {
+  std::string out;
+  EXPECT_EQ(run_scenario("embeddings --hidden-size 576", *server_, &out, embeddings_script()), 0)
+      << out << "\nserver log:\n" << server_->log();
+  EXPECT_NE(out.find("PASS embeddings"), std::string::npos) << out;
 }
 
 // 64 concurrent greedy streams: each chunk exactly once (text and tokens equal the plain runs).
