@@ -20,7 +20,7 @@ nlohmann::json run_json(const std::string& args, int* rc) {
 
 TEST(EvalPrecision, SmolLM2Fp8WeightsAgainstBf16) {
   const std::string model = testing::default_model();
-  if (model.empty()) GTEST_SKIP() << "default model not downloaded (tools/fetch_model.sh)";
+  ASSERT_FALSE(model.empty()) << "the default model is missing (make model)";
   const std::string bench = testing::source_dir() + "/bench/precision/";
   int rc = 0;
   nlohmann::json j = run_json("--model " + model + " --quantization fp8 --prompts " + bench +
@@ -54,7 +54,7 @@ TEST(EvalPrecision, SmolLM2Fp8WeightsAgainstBf16) {
 // a rounding that compensates nothing fails. docs/FP8.md has the full measurement.
 TEST(EvalPrecision, SmolLM2GptqBeatsRoundToNearestUnderW8a8) {
   const std::string model = testing::default_model();
-  if (model.empty()) GTEST_SKIP() << "default model not downloaded (tools/fetch_model.sh)";
+  ASSERT_FALSE(model.empty()) << "the default model is missing (make model)";
   const std::string bench = testing::source_dir() + "/bench/precision/";
   const std::string cal = testing::make_temp_dir() + "/cal.txt";
   ASSERT_EQ(testing::run_command("grep -v '^#' " + bench + "calibration.txt | head -n 6 > " + cal, nullptr), 0);

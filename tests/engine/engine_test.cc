@@ -2,6 +2,7 @@
 // through the block tables: any block-table, slot or prefix-cache mistake changes the output.
 // Checks batch invariance (alone vs. concurrent, any chunk budget, prefix caching on/off,
 // preemption), n > 1, aborts, stop tokens and length limits, and that every block comes back.
+#include "engine/context_logits.h"
 #include "engine/engine.h"
 
 #include <gtest/gtest.h>
@@ -16,16 +17,7 @@ namespace {
 
 constexpr int64_t kVocab = 64;
 
-// Logit of token v after a context: a hash of (context, v) in [0, 1).
-float context_logit(const std::vector<int32_t>& ctx, int32_t v) {
-  uint64_t h = 1469598103934665603ull;
-  for (int32_t t : ctx) h = (h ^ static_cast<uint64_t>(t + 1)) * 1099511628211ull;
-  h = (h ^ static_cast<uint64_t>(v + 7919)) * 1099511628211ull;
-  h ^= h >> 29;
-  h *= 0xbf58476d1ce4e5b9ull;
-  h ^= h >> 32;
-  return static_cast<float>(h % 100000) / 100000.0f * 8.0f;
-}
+using testing::context_logit;
 
 class FakePagedModel : public ModelExecutor {
  public:

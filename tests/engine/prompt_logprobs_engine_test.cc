@@ -7,6 +7,7 @@
 
 #include <map>
 
+#include "engine/context_logits.h"
 #include "engine/engine.h"
 #include "runner/prompt_logprobs.h"
 
@@ -15,15 +16,7 @@ namespace {
 
 constexpr int64_t kVocab = 48;
 
-float context_logit(const std::vector<int32_t>& ctx, int32_t v) {
-  uint64_t h = 1469598103934665603ull;
-  for (int32_t t : ctx) h = (h ^ static_cast<uint64_t>(t + 1)) * 1099511628211ull;
-  h = (h ^ static_cast<uint64_t>(v + 7919)) * 1099511628211ull;
-  h ^= h >> 29;
-  h *= 0xbf58476d1ce4e5b9ull;
-  h ^= h >> 32;
-  return static_cast<float>(h % 100000) / 100000.0f * 8.0f;
-}
+using testing::context_logit;
 
 std::vector<float> reference_row(const std::vector<int32_t>& ctx) {
   std::vector<float> row(kVocab);

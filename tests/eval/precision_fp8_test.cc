@@ -204,7 +204,7 @@ TEST(Fp8Checkpoint, BadInputIsAnErrorNamingTheTensor) {
 
 TEST(Fp8Checkpoint, GgufConvertedMatchesOnlineQuantization) {
   const std::string gguf = testing::default_model();
-  if (gguf.empty()) GTEST_SKIP() << "default model not downloaded (tools/fetch_model.sh)";
+  ASSERT_FALSE(gguf.empty()) << "the default model is missing (make model)";
   const std::string out = quantize_to_temp(gguf);
   nlohmann::json cfg = nlohmann::json::parse(std::ifstream(out + "/config.json"));
   EXPECT_EQ(cfg["num_hidden_layers"], 30);

@@ -334,7 +334,7 @@ for text in json.load(open(sys.argv[2])):
 
 TEST(QuantizeCalibrateSmolLM2, TextPromptsUseTheGgufTokenizer) {
   const std::string gguf = testing::default_model();
-  if (gguf.empty()) GTEST_SKIP() << "default model not downloaded (tools/fetch_model.sh)";
+  ASSERT_FALSE(gguf.empty()) << "the default model is missing (make model)";
   const std::string tmp = testing::make_temp_dir();
   // Plain text, a JSON "prompt", a text line with a \n escape, and ids, mixed in one file.
   const std::vector<std::string> texts = {
