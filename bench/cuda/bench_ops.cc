@@ -95,6 +95,7 @@ void row(const char* kind, const std::string& name, double us, double achieved, 
 // the 70B shapes hold half a billion values.
 // `bench_ops matmul TEXT`: only the linear layers whose name (with its "fp8 " prefix) holds TEXT.
 std::string g_matmul_filter;
+std::string g_attn_filter;  // `bench_ops attn TEXT`: the attention cases whose label contains TEXT
 
 void bench_matmul(Backend& be, const char* name, int64_t m, int64_t k, bool fp8, std::vector<int64_t> ns) {
   if ((std::string(fp8 ? "fp8 " : "") + name).find(g_matmul_filter) == std::string::npos) return;
@@ -164,6 +165,9 @@ void fill_cache(Backend& be, Buffer& buf, size_t bytes, DType kv, uint32_t seed)
 
 // One sequence layout in the cache: contiguous block ids per sequence.
 void bench_attention(Backend& be, int64_t batch, int64_t ctx, int64_t q_len, DType kv = DType::kBF16) {
+  const std::string label = "b=" + std::to_string(batch) + " ctx=" + std::to_string(ctx) + " q=" +
+                            std::to_string(q_len) + (kv == DType::kBF16 ? "" : std::string(" ") + dtype_name(kv));
+  if (label.find(g_attn_filter) == std::string::npos) return;
   const int64_t H = 32, KH = 8, D = 128, bs = 16;
   const int64_t blocks_per_seq = (ctx + bs - 1) / bs, num_blocks = batch * blocks_per_seq;
   const size_t cache_bytes = static_cast<size_t>(num_blocks * bs * KH * D) * dtype_info(kv).block_bytes;
@@ -189,8 +193,6 @@ void bench_attention(Backend& be, int64_t batch, int64_t ctx, int64_t q_len, DTy
                        dl.as<int32_t>(), dt.as<int32_t>(), out.as<float>()};
   const int reps = q_len == 1 ? 50 : 3;
   const double s = time_per_call(be, reps, [&](int) { die(be.paged_attention(a, cache), "attention"); });
-  const std::string label = "b=" + std::to_string(batch) + " ctx=" + std::to_string(ctx) + " q=" +
-                            std::to_string(q_len) + (kv == DType::kBF16 ? "" : std::string(" ") + dtype_name(kv));
   if (q_len == 1) {
     const double bytes = static_cast<double>(cache_bytes) * 2 * (static_cast<double>(ctx) / (blocks_per_seq * bs));
     row("attn-dec", label, s * 1e6, bytes / s / 1e9, "GB/s", kCopyGBs);
@@ -224,9 +226,11 @@ void bench_matmuls(Backend& be) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // `bench_ops attn` runs the attention cases only, `bench_ops matmul [TEXT]` the linear layers only.
+  // `bench_ops attn [TEXT]` runs the attention cases only (those whose label contains TEXT),
+  // `bench_ops matmul [TEXT]` the linear layers only.
   const std::string only = argc > 1 ? argv[1] : "";
   if (only == "matmul" && argc > 2) g_matmul_filter = argv[2];
+  if (only == "attn" && argc > 2) g_attn_filter = argv[2];
   auto be = make_backend("cuda");
   die(be.status(), "cuda backend");
   std::printf("%-10s %-34s %13s %18s\n", "op", "case", "time", "achieved");
@@ -234,6 +238,7 @@ int main(int argc, char** argv) {
   if (only == "matmul") return 0;
   for (int64_t ctx : {int64_t{1024}, int64_t{8192}, int64_t{32768}, int64_t{131072}}) bench_attention(**be, 1, ctx, 1);
   bench_attention(**be, 1, 131072, 1, DType::kF8E4M3);
+  for (int64_t ctx : {int64_t{256}, int64_t{1024}}) bench_attention(**be, 1, ctx, 1, DType::kF8E4M3);
   bench_attention(**be, 64, 1024, 1);
   bench_attention(**be, 256, 2048, 1);
   bench_attention(**be, 256, 2048, 1, DType::kF8E4M3);

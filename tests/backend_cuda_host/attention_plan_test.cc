@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "backend/cuda/attention_plan.h"
+#include "backend/cuda/kernels.h"
 #include "runner/decode_graphs.h"
 
 namespace lancet::cuda {
@@ -79,6 +80,27 @@ TEST(AttentionPlan, RoutesFollowTheStepShape) {
   EXPECT_GE(one.num_splits * 8, 132);
   // A batch that fills the GPU by itself does not split.
   EXPECT_EQ(plan_attention_splits({256, 256, 32, 2048}, bf16, fast).num_splits, 1);
+}
+
+TEST(AttentionPlan, DecodeSplitsAreWholeRoundsOfTheKernel) {
+  const AttentionDevice fast{132, false};
+  for (DType dt : {DType::kBF16, DType::kF8E4M3}) {
+    const KvCacheLayer c = cache(dt, 8, 128);
+    const int64_t round = attention_decode_keys_per_round(dt);
+    ASSERT_EQ(round, dt == DType::kBF16 ? 64 : 128);  // 4 warps x 16 (BF16) or 32 (FP8) keys
+    // Batch 1 at a short context: one round per CTA, as many CTAs as the context has rounds.
+    const AttentionStepPlan shortp = plan_attention_splits({1, 1, 32, 200}, c, fast);
+    EXPECT_EQ(shortp.split_len, round) << dtype_name(dt);
+    EXPECT_EQ(shortp.num_splits, (200 + round - 1) / round) << dtype_name(dt);
+    // One round of keys or fewer: no split.
+    EXPECT_EQ(plan_attention_splits({1, 1, 32, round}, c, fast).num_splits, 1) << dtype_name(dt);
+    for (int64_t ctx : {int64_t{round + 1}, int64_t{1000}, int64_t{131072}}) {
+      const AttentionStepPlan p = plan_attention_splits({1, 1, 32, ctx}, c, fast);
+      expect_covers(p, ctx, std::string(dtype_name(dt)) + " ctx " + std::to_string(ctx));
+      EXPECT_GT(p.num_splits, 1);
+      EXPECT_EQ(p.split_len % round, 0) << dtype_name(dt) << " ctx " << ctx;
+    }
+  }
 }
 
 }  // namespace

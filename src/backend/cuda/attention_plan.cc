@@ -11,8 +11,8 @@
 namespace lancet::cuda {
 namespace {
 
-// Splits of at least this many keys; fewer would cost more in the reduction than they save
-// (32 measured slower on an H200: 13.8 us against 9.5 for batch 1 over 1024 keys).
+// The exact kernel's splits: at least this many keys; fewer would cost more in the reduction
+// than they save (32 measured slower on an H200: 13.8 us against 9.5 for batch 1 over 1024 keys).
 constexpr int64_t kMinSplitKeys = 64;
 constexpr int64_t kMaxSplits = 64;
 constexpr int64_t kDecodeSplitAlign = 16;
@@ -62,10 +62,20 @@ AttentionStepPlan plan_attention_splits(const AttentionShape& s, const KvCacheLa
         target = std::min({(2 * d.num_sms + ctas - 1) / ctas, ctx / kMinPrefillSplitKeys, kMaxSplits});
       return split_plan(target, ctx, kPrefillSplitAlign);
     }
-    case AttentionRoute::kDecode:
+    case AttentionRoute::kDecode: {
+      // Splits of whole rounds (every warp of the CTA one pipeline stage), as many as the
+      // context has rounds, up to two CTAs per multiprocessor: at a short context each CTA
+      // then runs one round, the latency of a decode step.
+      const int64_t round = attention_decode_keys_per_round(c.dtype);
+      const int64_t per_cta = attention_decode_heads_per_cta();
+      const int64_t base_ctas = s.num_tokens * c.num_kv_heads * ((group + per_cta - 1) / per_cta);
+      int64_t target = 1;
+      if (base_ctas < d.num_sms && ctx > round)
+        target = std::min({(2 * d.num_sms + base_ctas - 1) / base_ctas, (ctx + round - 1) / round, kMaxSplits});
+      return split_plan(target, ctx, round);
+    }
     case AttentionRoute::kExact: {
-      const bool tensor = attention_route(s, c, d) == AttentionRoute::kDecode;
-      const int64_t per_cta = tensor ? attention_decode_heads_per_cta() : attention_exact_heads_per_cta(c.head_dim);
+      const int64_t per_cta = attention_exact_heads_per_cta(c.head_dim);
       const int64_t base_ctas = s.num_tokens * c.num_kv_heads * ((group + per_cta - 1) / per_cta);
       int64_t target = 1;
       if (base_ctas < d.num_sms && ctx >= 2 * kMinSplitKeys)

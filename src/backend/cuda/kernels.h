@@ -77,6 +77,9 @@ cudaError_t launch_attention_merge(const float* partial /*[rows, grid_splits, he
 // launch_attention_exact for bf16 and fp8 caches, one CTA per (token, KV head, split) holding up
 // to attention_decode_heads_per_cta() query heads; BF16 (FP16 for fp8 caches) rounding of Q and P.
 int attention_decode_heads_per_cta();
+// Keys one round of the decode kernel covers (each of its warps one pipeline stage) for a
+// cache of this dtype: the unit of its split plans.
+int attention_decode_keys_per_round(DType kv);
 cudaError_t launch_attention_decode(const PagedAttentionArgs& a, const KvCacheLayer& cache, const AttentionPlan& plan,
                                     unsigned* err, cudaStream_t s);
 
