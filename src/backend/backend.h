@@ -181,6 +181,12 @@ enum class ActivationPrecision { kFast, kExact };
 // decode rows keep kF16. Backends without FP8 tensor cores ignore it.
 enum class Fp8AttentionMath { kF16, kE4m3Query };
 
+// A step whose attention runs as prompt chunks (the GPU's prompt kernel; kE4m3Query applies to
+// it): at least 64 query rows, at least 4 per sequence. Other steps are decode-shaped.
+inline bool attention_prompt_step(int64_t num_tokens, int64_t num_seqs) {
+  return num_tokens >= 64 && num_tokens >= 4 * num_seqs;
+}
+
 // One row of Backend::sample_rows: which logits row to draw from and how. The semantics are
 // the CPU sampler's (runner/sampler.h) for a request without logit_bias, penalties, min_tokens
 // masking or logprobs: temperature, top-k, then top-p on the renormalised top-k distribution,
