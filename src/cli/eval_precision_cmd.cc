@@ -206,7 +206,7 @@ Status run(const EvalPrecisionFlags& f) {
                     (!has_text || rep.perplexity_increase() <= 0.02);
   if (f.json) {
     nlohmann::json j{{"model", f.model}, {"reference", ref_desc}, {"test", test_desc},
-                     {"fp8_rounding", fp8_weights ? fp8_rounding_name(rounding) : nullptr}, {"w8a8", f.w8a8},
+                     {"fp8_rounding", fp8_weights ? nlohmann::json(fp8_rounding_name(rounding)) : nlohmann::json(nullptr)}, {"w8a8", f.w8a8},
                      {"prompts", rep.num_prompts}, {"prompt_agreement", agreement_json(rep.prompts)},
                      {"ref_seconds", rep.ref_seconds}, {"test_seconds", rep.test_seconds}, {"pass", pass}};
     if (has_text) {

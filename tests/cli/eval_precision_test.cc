@@ -72,6 +72,24 @@ TEST(EvalPrecision, SmolLM2GptqBeatsRoundToNearestUnderW8a8) {
   EXPECT_GE(p["top1_agreement"].get<double>(), 0.88) << j.dump(1);
 }
 
+// An FP8 KV cache alone (BF16 weights): the JSON report has no rounding to name (it was a
+// null string and the command aborted).
+TEST(EvalPrecision, SmolLM2Fp8KvCacheAloneReportsJson) {
+  const std::string model = testing::default_model();
+  ASSERT_FALSE(model.empty()) << "the default model is missing (make model)";
+  const std::string bench = testing::source_dir() + "/bench/precision/";
+  int rc = 0;
+  nlohmann::json j =
+      run_json("--model " + model + " --kv-cache-dtype fp8 --prompts " + bench + "prompts.txt --max-prompts 10", &rc);
+  ASSERT_EQ(rc, 0);
+  ASSERT_TRUE(j.is_object());
+  EXPECT_TRUE(j["fp8_rounding"].is_null());
+  EXPECT_NE(j["test"].get<std::string>().find("fp8 kv cache"), std::string::npos) << j.dump(1);
+  const auto& p = j["prompt_agreement"];
+  EXPECT_GE(p["mean_cosine"].get<double>(), 0.99) << j.dump(1);
+  EXPECT_GE(p["top1_agreement"].get<double>(), 0.9) << j.dump(1);
+}
+
 TEST(EvalPrecision, FixtureAgainstHfGoldenLogits) {
   const std::string dir = testing::fixture_dir("tiny-llama32");
   int rc = 0;
