@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <limits>
 
 namespace lancet {
 
@@ -57,11 +58,40 @@ void Scheduler::preempt(Sequence* seq) {
 SchedulerOutput Scheduler::schedule() {
   SchedulerOutput out;
   int64_t budget = config_.max_num_batched_tokens;
+  preempt_for_waiting(&out, budget);
   schedule_running(&out, &budget);
-  // Nothing new is admitted in a step that had to preempt.
-  if (out.preempted.empty()) admit_waiting(&out, &budget);
+  // Nothing new is admitted in a step that had to preempt for a running sequence's blocks.
+  if (static_cast<int64_t>(out.preempted.size()) == out.num_priority_preempted) admit_waiting(&out, &budget);
   out.num_batched_tokens = config_.max_num_batched_tokens - budget;
   return out;
+}
+
+int32_t Scheduler::best_prompt_priority() const {
+  int32_t best = std::numeric_limits<int32_t>::max();
+  if (!waiting_.empty()) best = waiting_.front()->priority;  // sorted: the front is the best
+  for (const Sequence* seq : running_)
+    if (seq->num_tokens() - seq->num_computed > 1) best = std::min(best, seq->priority);
+  return best;
+}
+
+void Scheduler::preempt_for_waiting(SchedulerOutput* out, int64_t budget) {
+  while (!waiting_.empty()) {
+    const Sequence* w = waiting_.front();
+    Sequence* victim = nullptr;
+    for (Sequence* cand : running_)
+      if (cand->priority > w->priority && (!victim || policy_->before(*victim, *cand))) victim = cand;
+    if (!victim) return;
+    const bool slots_full = static_cast<int64_t>(running_.size()) >= config_.max_num_seqs;
+    int64_t first_chunk = std::min(w->num_tokens() - w->num_computed, budget);
+    if (config_.long_prefill_token_threshold > 0 && first_chunk > 1)
+      first_chunk = std::min(first_chunk, config_.long_prefill_token_threshold);
+    // Without prefix-cache hits counted: it may preempt one victim more than needed.
+    const bool blocks_short = kv_->blocks_needed(w->id, w->num_computed + first_chunk) > kv_->num_free_blocks();
+    if (!slots_full && !blocks_short) return;
+    preempt(victim);
+    out->preempted.push_back(victim);
+    out->num_priority_preempted++;
+  }
 }
 
 void Scheduler::schedule_running(SchedulerOutput* out_ptr, int64_t* budget_ptr) {
@@ -74,8 +104,10 @@ void Scheduler::schedule_running(SchedulerOutput* out_ptr, int64_t* budget_ptr) 
   snapshot.reserve(running_.size());
   for (Sequence* seq : running_)
     if (seq->num_tokens() - seq->num_computed <= 1) snapshot.push_back(seq);
+  // A lower-priority prompt waits while a higher-priority one has tokens to compute.
+  const int32_t prompt_priority = best_prompt_priority();
   for (Sequence* seq : running_)
-    if (seq->num_tokens() - seq->num_computed > 1) snapshot.push_back(seq);
+    if (seq->num_tokens() - seq->num_computed > 1 && seq->priority <= prompt_priority) snapshot.push_back(seq);
   for (Sequence* seq : snapshot) {
     if (budget <= 0) break;
     if (seq->status != SeqStatus::kRunning) continue;  // preempted earlier in this loop

@@ -10,6 +10,13 @@
 //      recomputed later (with prefix caching, its full blocks are usually still cached);
 //   2. then waiting sequences in the policy's order, prefix-cache hits first, with chunked
 //      prefill: a long prompt takes whatever budget is left and continues next step.
+// Priorities (lower value first; the server's batch requests run at kBatchPriority): before
+// step 1, a waiting sequence that finds no sequence slot or too few free blocks for its first
+// chunk preempts running sequences of a strictly lower priority (newest first) until it fits,
+// and it is admitted in the same step. While a sequence of a higher priority has prompt tokens
+// to compute (waiting or running), running lower-priority prompts compute nothing: their
+// chunks would lengthen the step that makes the higher-priority first token. Their decodes
+// still run.
 // Out of capacity is a plain outcome (a sequence waits), never an error.
 #pragma once
 
@@ -22,6 +29,10 @@
 #include "kv/kv_cache_manager.h"
 
 namespace lancet {
+
+// Priorities the server uses: interactive requests at 0, the Batch API's at kBatchPriority.
+inline constexpr int32_t kInteractivePriority = 0;
+inline constexpr int32_t kBatchPriority = 10;
 
 struct SchedulerConfig {
   int64_t max_num_batched_tokens = 2048;
@@ -60,6 +71,9 @@ struct ScheduledSeq {
 struct SchedulerOutput {
   std::vector<ScheduledSeq> scheduled;
   std::vector<Sequence*> preempted;  // preempted during this call
+  // Of those, preempted for a waiting sequence of a higher priority (they do not stop
+  // admissions in this step, unlike preemptions for a running sequence's blocks).
+  int64_t num_priority_preempted = 0;
   int64_t num_batched_tokens = 0;
   bool empty() const { return scheduled.empty(); }
 };
@@ -93,6 +107,11 @@ class Scheduler {
   // Blocks for seq's next n tokens, preempting what the policy schedules last (not in this
   // step) until they fit; false when they cannot (seq itself may have been preempted).
   bool allocate_or_preempt(Sequence* seq, int64_t n, SchedulerOutput* out);
+  // Priority preemption: makes room (a slot, the first chunk's blocks) for the first waiting
+  // sequence by preempting running ones of a strictly lower priority.
+  void preempt_for_waiting(SchedulerOutput* out, int64_t budget);
+  // The best (lowest) priority among sequences with prompt tokens left to compute.
+  int32_t best_prompt_priority() const;
   void preempt(Sequence* seq);
   void insert_waiting(Sequence* seq);
 

@@ -155,6 +155,92 @@ TEST(Scheduler, PriorityOrdersAdmission) {
   EXPECT_EQ(out.scheduled[0].seq, urgent);
 }
 
+// The Batch API's requests run at kBatchPriority: an interactive request that arrives behind a
+// queue of them is admitted first.
+TEST(Scheduler, InteractiveRequestIsAdmittedBeforeQueuedBatchRequests) {
+  Harness h(1000, 4, SchedulerConfig{.max_num_batched_tokens = 1000, .max_num_seqs = 2, .max_model_len = 100});
+  std::vector<Sequence*> batch;
+  for (int i = 0; i < 6; ++i) batch.push_back(h.add(iota_tokens(3, i), 30, kBatchPriority));
+  h.step();  // two batch requests run
+  Sequence* chat = h.add(iota_tokens(3, 40), 2, kInteractivePriority);
+  SchedulerOutput out = h.step();
+  bool scheduled = false;
+  for (auto& s : out.scheduled) scheduled |= s.seq == chat;
+  EXPECT_TRUE(scheduled);
+  // No batch request that waited was admitted before it.
+  for (size_t i = 2; i < batch.size(); ++i) EXPECT_EQ(batch[i]->status, SeqStatus::kWaiting);
+}
+
+TEST(Scheduler, InteractiveRequestPreemptsBatchSequenceWhenSlotsAreFull) {
+  Harness h(1000, 4, SchedulerConfig{.max_num_batched_tokens = 1000, .max_num_seqs = 2, .max_model_len = 100});
+  Sequence* b1 = h.add(iota_tokens(3, 1), 30, kBatchPriority);
+  Sequence* b2 = h.add(iota_tokens(3, 2), 30, kBatchPriority);
+  h.step();
+  h.step();
+  Sequence* chat = h.add(iota_tokens(3, 40), 3, kInteractivePriority);
+  SchedulerOutput out = h.step();
+  EXPECT_EQ(out.num_priority_preempted, 1);
+  ASSERT_EQ(out.preempted.size(), 1u);
+  EXPECT_EQ(out.preempted[0], b2);  // the newest batch sequence
+  EXPECT_EQ(b2->status, SeqStatus::kWaiting);
+  EXPECT_EQ(b2->num_computed, 0);
+  EXPECT_EQ(chat->num_output(), 1);  // admitted and prefilled in the same step
+  EXPECT_EQ(b1->status, SeqStatus::kRunning);
+  // Equal priorities never preempt for a waiting sequence.
+  Sequence* chat2 = h.add(iota_tokens(3, 41), 3, kInteractivePriority);
+  out = h.step();
+  EXPECT_EQ(out.num_priority_preempted, 1);  // b1, not chat
+  EXPECT_EQ(chat->status, SeqStatus::kRunning);
+  EXPECT_EQ(chat2->status, SeqStatus::kRunning);
+  int guard = 0;
+  while (!h.sched.idle() && guard++ < 1000) h.step();
+  EXPECT_TRUE(b1->finished() && b2->finished() && chat->finished() && chat2->finished());
+  EXPECT_EQ(h.kv.num_free_blocks(), 1000);
+}
+
+TEST(Scheduler, InteractiveRequestPreemptsBatchSequenceWhenBlocksRunOut) {
+  // 10 blocks of 4 tokens: the batch sequence holds 8 (30 tokens), the interactive prompt of
+  // 12 tokens needs 3.
+  Harness h(10, 4, SchedulerConfig{.max_num_batched_tokens = 100, .max_num_seqs = 8, .max_model_len = 100}, false);
+  Sequence* b = h.add(iota_tokens(30, 1), 5, kBatchPriority);
+  h.step();
+  EXPECT_EQ(h.kv.num_free_blocks(), 2);
+  Sequence* chat = h.add(iota_tokens(12, 7), 2, kInteractivePriority);
+  SchedulerOutput out = h.step();
+  EXPECT_EQ(out.num_priority_preempted, 1);
+  EXPECT_EQ(b->status, SeqStatus::kWaiting);
+  EXPECT_EQ(chat->num_output(), 1);
+  int guard = 0;
+  while (!h.sched.idle() && guard++ < 1000) h.step();
+  EXPECT_TRUE(b->finished() && chat->finished());
+  EXPECT_EQ(b->num_output(), 5);
+}
+
+// A batch prompt being prefilled in chunks computes nothing in the steps that compute an
+// interactive prompt (which would otherwise wait for a longer step); batch decodes still run.
+TEST(Scheduler, BatchPromptWaitsWhileInteractivePromptComputes) {
+  Harness h(1000, 16, SchedulerConfig{.max_num_batched_tokens = 64, .max_num_seqs = 8, .max_model_len = 4096});
+  Sequence* decoding = h.add(iota_tokens(5, 3), 100, kBatchPriority);
+  h.step();
+  Sequence* longb = h.add(iota_tokens(1000, 1), 2, kBatchPriority);
+  h.step();
+  ASSERT_GT(longb->num_computed, 0);
+  Sequence* chat = h.add(iota_tokens(100, 9), 2, kInteractivePriority);
+  int steps = 0;
+  while (chat->num_output() == 0 && steps++ < 10) {
+    const int64_t before = longb->num_computed;
+    SchedulerOutput out = h.step();
+    EXPECT_EQ(longb->num_computed, before) << "step " << steps;
+    bool decoded = false;
+    for (auto& s : out.scheduled) decoded |= s.seq == decoding && s.num_new_tokens == 1;
+    EXPECT_TRUE(decoded) << "step " << steps;
+  }
+  EXPECT_EQ(steps, 2);  // 100 prompt tokens at 63 a step beside the decode
+  const int64_t before = longb->num_computed;
+  h.step();
+  EXPECT_GT(longb->num_computed, before);  // resumes once the interactive prompt is done
+}
+
 TEST(Scheduler, SharedPrefixIsServedFromCache) {
   Harness h(1000, 16, SchedulerConfig{.max_num_batched_tokens = 8192, .max_num_seqs = 8, .max_model_len = 8192});
   std::vector<int32_t> prefix = iota_tokens(2000, 3);
