@@ -118,6 +118,11 @@ int parse_serve_flags(int argc, char** argv, RuntimeConfig* rc, server::ServerCo
   app.add_option("--served-model-name", rc->served_model_name, "model name in the API (default: the file's)");
   app.add_option("--max-logprobs", rc->max_logprobs, "largest logprobs/top_logprobs a request may ask for")
       ->capture_default_str();
+  rc->low_priority_prefill_tokens = 16;
+  app.add_option("--batch-prefill-tokens", rc->low_priority_prefill_tokens,
+                 "prompt tokens per engine step for all Batch API requests together, so a step an interactive "
+                 "request waits for stays short (0 = no cap)")
+      ->capture_default_str();
   ListFlags lists;
   bool no_chat_page = false;
   add_server_flags(app, sc, &lists, &no_chat_page);

@@ -216,9 +216,10 @@ TEST(Scheduler, InteractiveRequestPreemptsBatchSequenceWhenBlocksRunOut) {
   EXPECT_EQ(b->num_output(), 5);
 }
 
-// A batch prompt being prefilled in chunks computes nothing in the steps that compute an
-// interactive prompt (which would otherwise wait for a longer step); batch decodes still run.
-TEST(Scheduler, BatchPromptWaitsWhileInteractivePromptComputes) {
+// While an interactive prompt computes, batch sequences compute nothing (neither their
+// prompt chunks nor their decodes), so the step that makes the interactive first token is the
+// interactive work alone; they resume in the next step.
+TEST(Scheduler, BatchSequencesWaitWhileInteractivePromptComputes) {
   Harness h(1000, 16, SchedulerConfig{.max_num_batched_tokens = 64, .max_num_seqs = 8, .max_model_len = 4096});
   Sequence* decoding = h.add(iota_tokens(5, 3), 100, kBatchPriority);
   h.step();
@@ -228,17 +229,45 @@ TEST(Scheduler, BatchPromptWaitsWhileInteractivePromptComputes) {
   Sequence* chat = h.add(iota_tokens(100, 9), 2, kInteractivePriority);
   int steps = 0;
   while (chat->num_output() == 0 && steps++ < 10) {
-    const int64_t before = longb->num_computed;
+    const int64_t before = longb->num_computed, decoded_before = decoding->num_output();
     SchedulerOutput out = h.step();
     EXPECT_EQ(longb->num_computed, before) << "step " << steps;
-    bool decoded = false;
-    for (auto& s : out.scheduled) decoded |= s.seq == decoding && s.num_new_tokens == 1;
-    EXPECT_TRUE(decoded) << "step " << steps;
+    EXPECT_EQ(decoding->num_output(), decoded_before) << "step " << steps;
+    for (auto& s : out.scheduled) EXPECT_EQ(s.seq, chat) << "step " << steps;
   }
-  EXPECT_EQ(steps, 2);  // 100 prompt tokens at 63 a step beside the decode
-  const int64_t before = longb->num_computed;
-  h.step();
-  EXPECT_GT(longb->num_computed, before);  // resumes once the interactive prompt is done
+  EXPECT_EQ(steps, 2);  // 100 prompt tokens at 64 a step
+  const int64_t before = longb->num_computed, decoded_before = decoding->num_output();
+  h.step();  // the interactive decode, the batch decode and the batch prompt together again
+  EXPECT_GT(longb->num_computed, before);
+  EXPECT_EQ(decoding->num_output(), decoded_before + 1);
+}
+
+// low_priority_prefill_tokens caps the prompt tokens of all batch sequences together per step
+// (running and newly admitted), never an interactive prompt's.
+TEST(Scheduler, LowPriorityPrefillTokensCapBatchPromptsPerStep) {
+  Harness h(1000, 16, SchedulerConfig{.max_num_batched_tokens = 256, .max_num_seqs = 8, .max_model_len = 4096,
+                                      .low_priority_prefill_tokens = 16});
+  Sequence* a = h.add(iota_tokens(40, 1), 4, kBatchPriority);
+  Sequence* b = h.add(iota_tokens(40, 2), 4, kBatchPriority);
+  SchedulerOutput out = h.step();
+  EXPECT_EQ(a->num_computed, 16);
+  EXPECT_EQ(b->status, SeqStatus::kWaiting);  // no low-priority tokens left for its first chunk
+  EXPECT_EQ(out.num_batched_tokens, 16);
+  out = h.step();
+  EXPECT_EQ(a->num_computed, 32);
+  Sequence* chat = h.add(iota_tokens(100, 9), 2, kInteractivePriority);
+  out = h.step();
+  EXPECT_EQ(chat->num_computed, 100);  // uncapped
+  EXPECT_EQ(a->num_computed, 32);
+  int guard = 0;
+  while (!h.sched.idle() && guard++ < 1000) {
+    out = h.step();
+    int64_t low = 0;
+    for (auto& s : out.scheduled)
+      if (s.seq->priority > kInteractivePriority && s.num_new_tokens > 1) low += s.num_new_tokens;
+    EXPECT_LE(low, 16);
+  }
+  EXPECT_TRUE(a->finished() && b->finished() && chat->finished());
 }
 
 TEST(Scheduler, SharedPrefixIsServedFromCache) {
