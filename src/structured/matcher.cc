@@ -124,6 +124,8 @@ bool Matcher::can_continue() const {
 }
 
 bool Matcher::feed(uint8_t c) {
+  // The next states; per thread, so that copying a matcher copies only its state.
+  thread_local std::vector<Stack> scratch_;
   scratch_.clear();
   for (const Stack& s : stacks_) feed_stack(s, c, &scratch_);
   if (scratch_.empty()) return false;

@@ -60,7 +60,6 @@ class Matcher {
   const Grammar* grammar_;
   MatcherOptions options_;
   std::vector<Stack> stacks_;
-  std::vector<Stack> scratch_;
 };
 
 }  // namespace lancet::structured
