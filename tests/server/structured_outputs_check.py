@@ -199,7 +199,7 @@ def main():
     p.add_argument("--base-url", required=True)
     p.add_argument("--api-key", required=True)
     p.add_argument("--requests-per-schema", type=int, default=10)
-    p.add_argument("--concurrency", type=int, default=32)
+    p.add_argument("--concurrency", type=int, default=128)
     ARGS = p.parse_args()
     {"schemas": schemas_scenario, "others": others_scenario}[ARGS.scenario]()
     print("PASS", ARGS.scenario, flush=True)

@@ -19,8 +19,10 @@ class StructuredOutputsE2E : public ::testing::Test {
     if (default_model().empty()) return;
     server_ = new ServerProcess();
     std::string err;
+    // 128 sequences a step: the 200 requests run in two waves (the check sends 128 at a time).
     const std::vector<std::string> flags = {default_model(), "--api-key", kKey, "--max-model-len", "512",
-                                            "--kv-cache-memory", "268435456", "--threads", "2"};
+                                            "--kv-cache-memory", "268435456", "--threads", "2",
+                                            "--max-num-seqs", "128"};
     if (!server_->start(flags, &err) || !server_->wait_healthy(60, &err)) start_error_ = new std::string(err);
   }
   static void TearDownTestSuite() {
