@@ -182,7 +182,7 @@ Err parse_logit_bias(const json& obj, const RequestLimits& lim, SamplingParams* 
 // null, false and 0 mean "not set" (clients send defaults); tool_choice needs tools, as OpenAI says.
 Err refuse_unsupported(const json& obj, ApiKind kind) {
   static constexpr const char* kOutputChanging[] = {
-      "guided_regex", "guided_grammar", "structured_outputs"};
+      "guided_grammar", "structured_outputs"};
   auto set = [](const json* v) {
     return v && !v->is_null() && !(v->is_boolean() && !v->get<bool>()) && !(v->is_number() && v->get<double>() == 0);
   };
@@ -205,7 +205,7 @@ Err refuse_unsupported(const json& obj, ApiKind kind) {
 }
 
 // Structured outputs: response_format {text, json_object, json_schema}, guided_json (a schema,
-// or a JSON string holding one), guided_choice (strings); at most one of them. The schema's
+// or a JSON string holding one), guided_choice (strings), guided_regex (a pattern); at most one of them. The schema's
 // own features are checked when it is compiled (server/http_server.cc), still a 400.
 Err parse_output_format(const json& obj, ApiRequest* r) {
   using structured::OutputFormat;
@@ -266,6 +266,13 @@ Err parse_output_format(const json& obj, ApiRequest* r) {
       f.choices.push_back(c.get<std::string>());
     }
     if (auto e = take(std::move(f), "guided_choice")) return e;
+  }
+  if (const json* gr = field(obj, "guided_regex"); gr && !gr->is_null()) {
+    OutputFormat f;
+    f.kind = OutputFormat::Kind::kRegex;
+    if (!gr->is_string() || gr->get<std::string>().empty()) return type_error("guided_regex", "a non-empty string");
+    f.pattern = gr->get<std::string>();
+    if (auto e = take(std::move(f), "guided_regex")) return e;
   }
   r->output_format = std::move(fmt);
   r->output_format_field = from;

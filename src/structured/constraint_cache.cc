@@ -10,6 +10,8 @@ std::string format_key(const OutputFormat& f) {
       return "object";
     case OutputFormat::Kind::kJsonSchema:
       return "schema:" + f.schema.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    case OutputFormat::Kind::kRegex:
+      return "regex:" + f.pattern;
     case OutputFormat::Kind::kChoice:
       return "choice:" + nlohmann::json(f.choices).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
@@ -41,6 +43,10 @@ StatusOr<std::shared_ptr<const TokenConstraint>> ConstraintCache::constraint(con
         break;
       case OutputFormat::Kind::kJsonSchema: {
         ASSIGN_OR_RETURN(g, compile_json_schema(format.schema, config_.schema));
+        break;
+      }
+      case OutputFormat::Kind::kRegex: {
+        ASSIGN_OR_RETURN(g, regex_grammar(format.pattern));
         break;
       }
       case OutputFormat::Kind::kChoice:

@@ -22,8 +22,10 @@
 namespace lancet::structured {
 
 struct ConstraintCacheConfig {
-  size_t max_grammars = 64;        // compiled grammars kept (all dropped when full)
-  size_t max_masks_per_grammar = 2048;
+  // Memory: up to max_grammars x max_masks_per_grammar masks of vocab / 8 bytes (16 KiB for
+  // Llama 3's vocabulary: 128 MiB at most with these).
+  size_t max_grammars = 32;        // compiled grammars kept (all dropped when full)
+  size_t max_masks_per_grammar = 256;
   MatcherOptions matcher;
   SchemaCompileOptions schema;
 };

@@ -53,4 +53,13 @@ std::unique_ptr<Grammar> choice_grammar(const std::vector<std::string>& choices)
   return g;
 }
 
+StatusOr<std::unique_ptr<Grammar>> regex_grammar(std::string_view pattern) {
+  ASSIGN_OR_RETURN(ByteDfa dfa, compile_regex(pattern));
+  auto g = std::make_unique<Grammar>();
+  GrammarNode* n = g->add(NodeKind::kRegex);
+  n->regex = std::move(dfa);
+  g->set_root(n);
+  return g;
+}
+
 }  // namespace lancet::structured

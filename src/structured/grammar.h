@@ -9,6 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "core/status.h"
+#include "structured/regex_dfa.h"
+
 namespace lancet::structured {
 
 enum class NodeKind {
@@ -20,6 +23,7 @@ enum class NodeKind {
   kLiteral,    // one of a few exact byte strings (enum, const, true/false/null, a choice)
   kAnyOf,      // one of several nodes
   kAnyValue,   // any JSON value
+  kRegex,      // raw text matching a regex (a byte DFA)
 };
 
 struct GrammarNode;
@@ -49,6 +53,7 @@ struct GrammarNode {
   NumberShape number;                        // kNumber
   std::vector<std::string> literals;         // kLiteral (at most kMaxAlternatives)
   std::vector<const GrammarNode*> any_of;    // kAnyOf
+  ByteDfa regex;                             // kRegex
 };
 
 // Literal alternatives and object properties are tracked in a 64-bit set while matching.
@@ -84,5 +89,7 @@ NumberShape unbounded_number(bool integer);
 std::unique_ptr<Grammar> any_json_object_grammar();
 // Exactly one of `choices`, as raw text (vLLM's guided_choice); at most kMaxAlternatives.
 std::unique_ptr<Grammar> choice_grammar(const std::vector<std::string>& choices);
+// Raw text matching `pattern` as a whole (vLLM's guided_regex; regex_dfa.h says which syntax).
+StatusOr<std::unique_ptr<Grammar>> regex_grammar(std::string_view pattern);
 
 }  // namespace lancet::structured

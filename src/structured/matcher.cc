@@ -103,6 +103,7 @@ Matcher::Matcher(const Grammar* grammar, MatcherOptions options) : grammar_(gram
 bool Matcher::frame_can_end(const Frame& f) const {
   const GrammarNode& n = *f.node;
   if (n.kind == NodeKind::kNumber) return f.phase == 1 && number_can_end(f, n.number);
+  if (n.kind == NodeKind::kRegex) return n.regex.accepting[static_cast<size_t>(f.phase == 0 ? n.regex.start : f.count)];
   if (n.kind == NodeKind::kLiteral) {
     if (f.phase == 0) return false;
     for (size_t i = 0; i < n.literals.size(); ++i)
@@ -118,8 +119,17 @@ bool Matcher::complete() const {
 }
 
 bool Matcher::can_continue() const {
-  for (const Stack& s : stacks_)
-    if (!s.frames.empty()) return true;
+  for (const Stack& s : stacks_) {
+    if (s.frames.empty()) continue;
+    // A regex at the root continues only while its state has a way on.
+    const Frame& f = s.frames.back();
+    if (s.frames.size() == 1 && f.node->kind == NodeKind::kRegex) {
+      const ByteDfa& d = f.node->regex;
+      if (d.has_next[static_cast<size_t>(f.phase == 0 ? d.start : f.count)]) return true;
+      continue;
+    }
+    return true;
+  }
   return false;
 }
 
@@ -244,6 +254,21 @@ void Matcher::feed_stack(Stack s, uint8_t c, std::vector<Stack>* out) const {
         }
         if (!ended) return;
         s.frames.pop_back();  // a shorter alternative ended here: the byte is the parent's
+        continue;
+      }
+      case NodeKind::kRegex: {
+        const ByteDfa& d = n.regex;
+        if (f.phase == 0) {
+          f.phase = 1;
+          f.count = d.start;
+        }
+        const int32_t t = d.step(f.count, c);
+        if (t >= 0) {
+          f.count = t;
+          return accept();
+        }
+        if (!d.accepting[static_cast<size_t>(f.count)]) return;
+        s.frames.pop_back();  // the match ended before this byte: it is the parent's
         continue;
       }
       case NodeKind::kString: {

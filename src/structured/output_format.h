@@ -10,10 +10,11 @@
 namespace lancet::structured {
 
 struct OutputFormat {
-  enum class Kind { kJsonObject, kJsonSchema, kChoice };
+  enum class Kind { kJsonObject, kJsonSchema, kChoice, kRegex };
   Kind kind = Kind::kJsonObject;
   nlohmann::ordered_json schema;     // kJsonSchema (properties in the order written)
   std::vector<std::string> choices;  // kChoice: the output is exactly one of these
+  std::string pattern;               // kRegex: the whole output matches it
 };
 
 }  // namespace lancet::structured

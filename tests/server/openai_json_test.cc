@@ -109,7 +109,9 @@ TEST(OpenAiJson, BadChatRequestsAre400WithTheField) {
       {R"({"messages": [{"role": "user", "content": "x"}], "best_of": 3})", "best_of"},
       // vLLM extensions that would change the output and are not implemented are refused, not
       // ignored; malformed structured-output fields are named.
-      {R"({"messages": [{"role": "user", "content": "x"}], "guided_regex": "a+"})", "guided_regex"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "guided_regex": 3})", "guided_regex"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "guided_regex": ""})", "guided_regex"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "structured_outputs": {"json": {}}})", "structured_outputs"},
       {R"({"messages": [{"role": "user", "content": "x"}], "guided_grammar": "root ::= x"})", "guided_grammar"},
       {R"({"messages": [{"role": "user", "content": "x"}], "guided_json": 3})", "guided_json"},
       {R"({"messages": [{"role": "user", "content": "x"}], "guided_json": "{bad"})", "guided_json"},
@@ -173,6 +175,10 @@ TEST(OpenAiJson, StructuredOutputFormats) {
                    .has_value());
   ASSERT_TRUE(r.output_format.has_value());
   EXPECT_EQ(r.output_format->choices, (std::vector<std::string>{"yes", "no"}));
+  ASSERT_FALSE(parse_completion_request(R"({"prompt": "x", "guided_regex": "[0-9]+"})", RequestLimits{}, &r).has_value());
+  ASSERT_TRUE(r.output_format.has_value());
+  EXPECT_EQ(r.output_format->kind, OutputFormat::Kind::kRegex);
+  EXPECT_EQ(r.output_format->pattern, "[0-9]+");
   ASSERT_FALSE(parse_completion_request(R"({"prompt": "x", "response_format": {"type": "text"}})", RequestLimits{}, &r)
                    .has_value());
   EXPECT_FALSE(r.output_format.has_value());

@@ -1,5 +1,5 @@
 """Drives a running `lancet serve` with structured-output requests and checks every output with
-the `jsonschema` package (an independent validator). Used by
+the `jsonschema` package (an independent validator; guided_regex outputs with Python's `re`). Used by
 tests/server/structured_outputs_e2e_test.cc.
 
   python structured_outputs_check.py --base-url http://127.0.0.1:PORT --api-key KEY [--requests-per-schema N]
@@ -8,11 +8,12 @@ tests/server/structured_outputs_e2e_test.cc.
 fields, anyOf/oneOf, $ref) x N requests (default 10) at temperature 0.9 with distinct seeds,
 half through chat response_format json_schema and half through completions guided_json, run
 concurrently; each output must parse, validate and end with finish_reason "stop". Then
-json_object, guided_choice, and the 400s for what is not supported.
+json_object, guided_choice, guided_regex, and the 400s for what is not supported.
 """
 import argparse
 import concurrent.futures
 import json
+import re
 import sys
 import time
 import urllib.error
@@ -159,6 +160,13 @@ def others_scenario():
     status, out = post("/v1/completions", {"prompt": "x", "guided_choice": ["a", "b"], "n": 3, "max_tokens": 4,
                                            "temperature": 1.0, "seed": 9})
     check(status == 200 and all(c["text"] in ("a", "b") for c in out["choices"]), "guided_choice with n = 3")
+    for pattern in [r"[0-9]{3}-[a-z]{2,4}", r"(yes|no|maybe)", r"\d{1,4}\.\d{2} (USD|EUR)", r"[A-Z][a-z]{1,6}( [A-Z][a-z]{1,6})?"]:
+        for seed in range(3):
+            status, out = post("/v1/completions", {"prompt": "Answer:", "guided_regex": pattern, "max_tokens": 40,
+                                                   "temperature": 0.9, "seed": seed})
+            text = out["choices"][0]["text"] if status == 200 else out
+            check(status == 200 and re.fullmatch(pattern, text) is not None and
+                  out["choices"][0]["finish_reason"] == "stop", "guided_regex %s: %r" % (pattern, text))
     # Streaming: the concatenated deltas are the document.
     req = urllib.request.Request(ARGS.base_url + "/v1/completions", method="POST", data=json.dumps({
         "prompt": "JSON:", "guided_json": SCHEMAS[0], "max_tokens": MAX_TOKENS, "stream": True, "seed": 5,
@@ -175,7 +183,8 @@ def others_scenario():
         ({"guided_json": {"type": "string", "pattern": "a+"}}, "guided_json", "pattern"),
         ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {
             "type": "object", "properties": {"d": {"type": "string", "format": "date"}}}}}}, "response_format", "format"),
-        ({"guided_regex": "a+"}, "guided_regex", None),
+        ({"guided_regex": "(a)\\1"}, "guided_regex", "\\1"),
+        ({"guided_regex": "(?=a)a"}, "guided_regex", "(?"),
         ({"guided_grammar": "root ::= \"a\""}, "guided_grammar", None),
         ({"response_format": {"type": "grammar"}}, "response_format", None),
         ({"guided_json": {"type": "object"}, "guided_choice": ["a"]}, "guided_choice", None),

@@ -2,7 +2,7 @@
 // requests over 20 JSON schemas (chat response_format json_schema and completions guided_json,
 // sampled at temperature 0.9 with distinct seeds, concurrently), and every output parses and
 // validates with Python's jsonschema (tests/server/structured_outputs_check.py); json_object,
-// guided_choice and streaming outputs hold too, and unsupported features are 400s naming the field.
+// guided_choice, guided_regex and streaming outputs hold too, and unsupported features are 400s naming the field.
 #include <gtest/gtest.h>
 
 #include "server_process.h"
@@ -51,7 +51,7 @@ TEST_F(StructuredOutputsE2E, TwoHundredSchemaOutputsParseAndValidate) {
   EXPECT_NE(out.find("PASS schemas"), std::string::npos) << out;
 }
 
-TEST_F(StructuredOutputsE2E, JsonObjectChoicesStreamingAndRefusals) {
+TEST_F(StructuredOutputsE2E, JsonObjectChoicesRegexStreamingAndRefusals) {
   std::string out;
   EXPECT_EQ(run_check("others", &out), 0) << out << "\nserver log:\n" << server_->log();
   EXPECT_NE(out.find("PASS others"), std::string::npos) << out;
