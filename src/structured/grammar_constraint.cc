@@ -9,7 +9,9 @@ namespace lancet::structured {
 
 CompiledGrammar::CompiledGrammar(std::unique_ptr<Grammar> grammar, std::shared_ptr<const TokenTrie> trie,
                                  MatcherOptions options, size_t max_cached_masks)
-    : grammar_(std::move(grammar)), trie_(std::move(trie)), options_(options), max_cached_(max_cached_masks) {}
+    : grammar_(std::move(grammar)), trie_(std::move(trie)), options_(options), max_cached_(max_cached_masks) {
+  options_.longest_token = std::min(options_.longest_token, trie_->longest_token());
+}
 
 std::shared_ptr<const std::vector<uint32_t>> CompiledGrammar::mask(const Matcher& state) const {
   const std::string key = state.state_key();

@@ -180,9 +180,10 @@ std::string Matcher::state_key() const {
       put(f.phase);
       put(f.flags);
       put(f.pending);
-      // A string's length matters only to its bounds; everything else is kept.
-      const bool unbounded_string = n.kind == NodeKind::kString && n.max_length < 0 && n.min_length == 0;
-      put(unbounded_string ? 0 : f.count);
+      // A string's length matters only near its bounds; everything else is kept.
+      const bool free_string = n.kind == NodeKind::kString && f.count >= n.min_length &&
+                               (n.max_length < 0 || n.max_length - f.count >= options_.longest_token);
+      put(free_string ? -1 : f.count);
       put(f.count2);
       put(f.a);
       put(f.b);

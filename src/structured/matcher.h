@@ -20,6 +20,10 @@ namespace lancet::structured {
 
 struct MatcherOptions {
   int32_t max_whitespace = 1;  // spaces/newlines in one run between structural characters
+  // The longest token in bytes (CompiledGrammar sets it from the trie): a bounded string with
+  // at least this many characters still allowed, and past its minLength, has the same token
+  // mask whatever its length, so its state key leaves the length out.
+  int32_t longest_token = 1 << 30;
 };
 
 class Matcher {

@@ -17,6 +17,7 @@ TokenTrie::TokenTrie(std::vector<std::string> token_bytes) : bytes_(std::move(to
   std::string_view prev;
   for (int32_t id : order) {
     const std::string_view s = bytes_[static_cast<size_t>(id)];
+    longest_ = std::max(longest_, static_cast<int32_t>(s.size()));
     size_t lcp = 0;
     while (lcp < s.size() && lcp < prev.size() && s[lcp] == prev[lcp]) ++lcp;
     while (open.size() > lcp + 1) {

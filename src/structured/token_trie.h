@@ -25,6 +25,7 @@ class TokenTrie {
   explicit TokenTrie(std::vector<std::string> token_bytes);
 
   int64_t vocab_size() const { return static_cast<int64_t>(bytes_.size()); }
+  int32_t longest_token() const { return longest_; }  // bytes
   std::string_view token_bytes(int32_t id) const;
   // Node 0 is the root (no byte).
   const std::vector<Node>& nodes() const { return nodes_; }
@@ -34,6 +35,7 @@ class TokenTrie {
   std::vector<std::string> bytes_;
   std::vector<Node> nodes_;
   std::vector<int32_t> ids_;
+  int32_t longest_ = 0;
 };
 
 }  // namespace lancet::structured

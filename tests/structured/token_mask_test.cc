@@ -87,6 +87,35 @@ TEST(TokenMask, MatchesBruteForce) {
   check_grammar(*any_json_object_grammar(), trie, 99);
 }
 
+// A long bounded string shares one cached mask while no token can reach its bound, and the
+// masks near the bound still come out right (against brute force).
+TEST(GrammarConstraint, LongBoundedStringsShareMasks) {
+  auto trie = std::make_shared<TokenTrie>(small_vocab());
+  auto g = compile_json_schema(nlohmann::ordered_json::parse(R"({"type":"string","minLength":2,"maxLength":40})"));
+  ASSERT_TRUE(g.ok());
+  auto compiled = std::make_shared<CompiledGrammar>(std::move(g).value(), trie);
+  GrammarConstraint c(compiled);
+  int32_t quote = -1, abc = -1;
+  for (int32_t id = 0; id < trie->vocab_size(); ++id) {
+    if (trie->token_bytes(id) == "\"") quote = id;
+    if (trie->token_bytes(id) == "abc") abc = id;
+  }
+  ASSERT_TRUE(c.accept(quote));
+  std::vector<uint32_t> mask;
+  size_t cached_before = 0;
+  for (int step = 0; step < 13; ++step) {  // 39 characters
+    c.allowed_tokens(trie->vocab_size(), &mask);
+    ASSERT_EQ(mask, brute_force(c.matcher(), *trie)) << step;
+    if (step == 2) cached_before = compiled->cached_masks();
+    ASSERT_TRUE(c.accept(abc));
+  }
+  // Characters 3..(40 - longest token) had one state key between them.
+  EXPECT_EQ(compiled->cached_masks(), cached_before + 2);  // only 33 and 36 characters are new
+  c.allowed_tokens(trie->vocab_size(), &mask);
+  EXPECT_EQ(mask, brute_force(c.matcher(), *trie));
+  EXPECT_FALSE(c.accept(abc));  // 42 characters: too long
+}
+
 TEST(GrammarConstraint, MasksAcceptsAndEnds) {
   auto trie = std::make_shared<TokenTrie>(small_vocab());
   auto compiled = std::make_shared<CompiledGrammar>(choice_grammar({"red", "green"}), trie);
