@@ -5,8 +5,9 @@
 // logit_bias, penalties, min_tokens masking, speculative verification) through this file.
 //
 // Order, as vLLM applies it: logit_bias, min_tokens (eos masked), repetition penalty (prompt +
-// output), presence/frequency penalties (output only), the structured-output mask; logprobs are reported from these
-// processed logits before temperature; then temperature, top-k, top-p, min-p, and a draw.
+// output), presence/frequency penalties (output only), the structured-output mask; logprobs
+// are reported from these processed logits before temperature; then temperature, top-k,
+// top-p, min-p, and a draw.
 // Randomness is counter-based: the draw for output position i of a request uses only
 // (seed, i), so a seeded request gives the same tokens alone or in any batch.
 #pragma once
