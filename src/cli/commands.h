@@ -15,6 +15,7 @@ int cmd_bench(int argc, char** argv);
 int cmd_detokenize(int argc, char** argv);
 int cmd_chat_template(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
+int cmd_run_batch(int argc, char** argv);
 int cmd_bench_serve(int argc, char** argv);
 int cmd_quantize(int argc, char** argv);
 int cmd_eval_precision(int argc, char** argv);

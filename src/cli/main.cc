@@ -24,6 +24,7 @@ const Command kCommands[] = {
     {"detokenize", lancet::cli::cmd_detokenize, "decode a JSON id list from stdin"},
     {"chat-template", lancet::cli::cmd_chat_template, "render JSON messages from stdin with the chat template"},
     {"serve", lancet::cli::cmd_serve, "serve a model over the OpenAI-compatible HTTP API"},
+    {"run-batch", lancet::cli::cmd_run_batch, "run a Batch API input file (JSONL) offline"},
     {"quantize", lancet::cli::cmd_quantize, "convert a checkpoint to FP8 (compressed-tensors layout)"},
     {"eval-needle", lancet::cli::cmd_eval_needle, "needle-in-a-haystack long-context test"},
     {"doc", lancet::cli::cmd_doc, "answer from a PDF or text document: summarize, ask, extract"},

@@ -95,6 +95,15 @@ void add_server_flags(CLI::App& app, server::ServerConfig* sc, ListFlags* lists,
   app.add_option("--guard-rules", lists->guard_rules,
                  "YAML content rules (keywords, regexes, allow-lists) for prompts and outputs (docs/GUARD.md)");
   app.add_flag("--disable-chat-page", *no_chat_page, "do not serve the chat page at /");
+  app.add_option("--batch-dir", sc->batch_dir,
+                 "directory of the Files and Batch APIs' files (created on first use; relative to the working "
+                 "directory)")
+      ->capture_default_str();
+  app.add_option("--max-file-bytes", sc->max_file_bytes, "largest file POST /v1/files accepts (413 beyond)")
+      ->capture_default_str();
+  app.add_option("--batch-max-concurrency", sc->batch_max_concurrency,
+                 "batch requests in flight at once (they run at low priority: interactive requests go first)")
+      ->capture_default_str();
 }
 
 // Fills rc and sc from the command line and --config; returns the exit status to stop with,
@@ -108,6 +117,11 @@ int parse_serve_flags(int argc, char** argv, RuntimeConfig* rc, server::ServerCo
   app.add_option("model_tag", positional_model, "the model (same as --model)");
   app.add_option("--served-model-name", rc->served_model_name, "model name in the API (default: the file's)");
   app.add_option("--max-logprobs", rc->max_logprobs, "largest logprobs/top_logprobs a request may ask for")
+      ->capture_default_str();
+  rc->low_priority_prefill_tokens = 16;
+  app.add_option("--batch-prefill-tokens", rc->low_priority_prefill_tokens,
+                 "prompt tokens per engine step for all Batch API requests together, so a step an interactive "
+                 "request waits for stays short (0 = no cap)")
       ->capture_default_str();
   ListFlags lists;
   bool no_chat_page = false;

@@ -81,6 +81,7 @@ StatusOr<int64_t> Engine::add_request(const GenerationRequest& req) {
     seq->tokens = req.prompt;
     seq->prompt_len = static_cast<int64_t>(req.prompt.size());
     seq->params = req.params;
+    if (req.params.constraint) seq->constraint = req.params.constraint->clone();
     seq->seed = base_seed + static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull;
     ids.push_back(seq->id);
     // Choices after the first wait until the first has computed the prompt, then find its
@@ -167,6 +168,19 @@ void Engine::apply_aborts(std::vector<TokenEvent>* events) {
   }
 }
 
+void Engine::constrain_row(Sequence* seq) const {
+  std::vector<uint32_t>& bits = seq->allowed_tokens;
+  seq->constraint->allowed_tokens(runner_->vocab_size(), &bits);
+  bool any = false;
+  for (uint32_t w : bits) any |= w != 0;
+  // End tokens while the document is whole; and when nothing can follow (a grammar the
+  // vocabulary cannot spell further), so that the sequence still ends.
+  if (seq->constraint->complete() || !any) {
+    for (int32_t e : config_.eos_token_ids)
+      if (e >= 0 && static_cast<size_t>(e >> 5) < bits.size()) bits[static_cast<size_t>(e >> 5)] |= 1u << (e & 31);
+  }
+}
+
 FinishReason Engine::emit_token(Sequence* seq, SampleResult r, std::vector<TokenEvent>* events) {
   // seq->tokens already holds r.token; num_output() counts it.
   counters_.generation_tokens++;
@@ -188,11 +202,18 @@ FinishReason Engine::emit_token(Sequence* seq, SampleResult r, std::vector<Token
   const bool past_min = seq->num_output() >= seq->params.min_tokens;
   const bool is_eos = std::find(config_.eos_token_ids.begin(), config_.eos_token_ids.end(), r.token) !=
                       config_.eos_token_ids.end();
+  // Structured outputs: the document advances by the token; a whole document that nothing
+  // may follow ends the sequence (as does a token the constraint refuses: never sampled, but
+  // the sequence must not go on outside the grammar).
+  bool constraint_ends = false;
+  if (seq->constraint && !is_eos) constraint_ends = !seq->constraint->accept(r.token) || seq->constraint->done();
   const bool is_stop_id = std::find(seq->params.stop_token_ids.begin(), seq->params.stop_token_ids.end(),
                                     r.token) != seq->params.stop_token_ids.end();
   // Stop strings are the output side's: it may still end the sequence at this token
   // (finish_sequences), or turn a kLength here into a stop.
-  if (past_min && ((is_eos && !seq->params.ignore_eos) || is_stop_id)) {
+  if (constraint_ends || (seq->constraint && is_eos)) {
+    reason = FinishReason::kStop;
+  } else if (past_min && ((is_eos && !seq->params.ignore_eos) || is_stop_id)) {
     reason = FinishReason::kStop;
   } else if (seq->num_output() >= seq->params.max_tokens || seq->num_tokens() >= config_.scheduler.max_model_len) {
     reason = FinishReason::kLength;
@@ -200,6 +221,7 @@ FinishReason Engine::emit_token(Sequence* seq, SampleResult r, std::vector<Token
   if (reason != FinishReason::kNone) {
     ev.finished = true;
     ev.finish_reason = reason;
+    ev.stop_keeps_token = constraint_ends;
   }
   events->push_back(std::move(ev));
   return reason;
@@ -334,6 +356,10 @@ std::vector<RunnerSeq> Engine::runner_batch(const SchedulerOutput& out, std::vec
     r.ctx.output_tokens = std::span<const int32_t>(seq->tokens).subspan(seq->prompt_len);
     r.ctx.eos_token_ids = config_.eos_token_ids;
     r.ctx.seed = seq->seed;
+    if (seq->constraint && !r.verify && r.samples()) {
+      constrain_row(seq);
+      r.ctx.allowed_tokens = seq->allowed_tokens;
+    }
     if (seq->num_computed < seq->prompt_len)
       counters_.prompt_tokens_computed += std::min(s.num_new_tokens, seq->prompt_len - seq->num_computed);
   }

@@ -70,6 +70,9 @@ struct TokenEvent {
   std::string text;
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
+  // A stop at a token that is part of the output (a structured-output document completed by
+  // it), unlike an end token or stop token id, which add no text.
+  bool stop_keeps_token = false;
   int32_t prompt_tokens = 0;
   int32_t cached_prompt_tokens = 0;
   // When the engine first scheduled this sequence (its queue time ends there; a preemption
@@ -159,6 +162,8 @@ class Engine {
   // Appends one sampled token's event and applies the stop rules on token ids; returns the
   // finish reason (kNone to go on).
   FinishReason emit_token(Sequence* seq, SampleResult r, std::vector<TokenEvent>* events);
+  // Fills seq->allowed_tokens from its constraint for the row it samples this step.
+  void constrain_row(Sequence* seq) const;
   // Queues the choices that waited for `leader` to compute their shared prompt.
   void release_followers(SeqId leader);
   // The step, after scheduling: the scheduled sequences as the runner reads them (the

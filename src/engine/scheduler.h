@@ -10,6 +10,14 @@
 //      recomputed later (with prefix caching, its full blocks are usually still cached);
 //   2. then waiting sequences in the policy's order, prefix-cache hits first, with chunked
 //      prefill: a long prompt takes whatever budget is left and continues next step.
+// Priorities (lower value first; the server's batch requests run at kBatchPriority): before
+// step 1, a waiting sequence that finds no sequence slot or too few free blocks for its first
+// chunk preempts running sequences of a strictly lower priority (newest first) until it fits,
+// and it is admitted in the same step. While a sequence of a higher priority has prompt tokens
+// to compute (waiting or running), running lower-priority sequences compute nothing: their
+// rows would lengthen the step that makes the higher-priority first token. Sequences of a
+// priority above kInteractivePriority compute at most low_priority_prefill_tokens prompt tokens
+// per step in all, so a step that a new interactive request has to wait for stays short.
 // Out of capacity is a plain outcome (a sequence waits), never an error.
 #pragma once
 
@@ -23,12 +31,19 @@
 
 namespace lancet {
 
+// Priorities the server uses: interactive requests at 0, the Batch API's at kBatchPriority.
+inline constexpr int32_t kInteractivePriority = 0;
+inline constexpr int32_t kBatchPriority = 10;
+
 struct SchedulerConfig {
   int64_t max_num_batched_tokens = 2048;
   int64_t max_num_seqs = 64;
   int64_t max_model_len = 8192;
   // Most tokens one running prompt computes per step (0 = no cap beyond the budget).
   int64_t long_prefill_token_threshold = 0;
+  // Prompt tokens per step for all sequences of a priority above kInteractivePriority together
+  // (0 = no cap beyond the budget).
+  int64_t low_priority_prefill_tokens = 0;
 };
 
 // Ordering policy over sequences: which waiting sequence goes first and which running one is
@@ -60,6 +75,9 @@ struct ScheduledSeq {
 struct SchedulerOutput {
   std::vector<ScheduledSeq> scheduled;
   std::vector<Sequence*> preempted;  // preempted during this call
+  // Of those, preempted for a waiting sequence of a higher priority (they do not stop
+  // admissions in this step, unlike preemptions for a running sequence's blocks).
+  int64_t num_priority_preempted = 0;
   int64_t num_batched_tokens = 0;
   bool empty() const { return scheduled.empty(); }
 };
@@ -88,11 +106,20 @@ class Scheduler {
 
  private:
   // schedule()'s two phases: running sequences (preempting for them), then admissions.
-  void schedule_running(SchedulerOutput* out, int64_t* budget);
-  void admit_waiting(SchedulerOutput* out, int64_t* budget);
+  // low_left: low-priority prompt tokens left this step (low_priority_prefill_tokens).
+  void schedule_running(SchedulerOutput* out, int64_t* budget, int64_t* low_left);
+  void admit_waiting(SchedulerOutput* out, int64_t* budget, int64_t* low_left);
   // Blocks for seq's next n tokens, preempting what the policy schedules last (not in this
   // step) until they fit; false when they cannot (seq itself may have been preempted).
   bool allocate_or_preempt(Sequence* seq, int64_t n, SchedulerOutput* out);
+  // Priority preemption: makes room (a slot, the first chunk's blocks) for the first waiting
+  // sequence by preempting running ones of a strictly lower priority.
+  void preempt_for_waiting(SchedulerOutput* out, int64_t budget);
+  // The best (lowest) priority among sequences with prompt tokens left to compute.
+  int32_t best_prompt_priority() const;
+  // Prompt tokens seq may compute now: at most `want` and the budget, the long-prefill
+  // threshold, and for a low-priority prompt what is left of low_priority_prefill_tokens.
+  int64_t prompt_chunk(const Sequence& seq, int64_t want, int64_t budget, int64_t low_left) const;
   void preempt(Sequence* seq);
   void insert_waiting(Sequence* seq);
 

@@ -46,6 +46,10 @@ struct Sequence {
   // scores prompt token i + 1; filled as the prompt's chunks are computed, handed to the
   // first token's event.
   std::vector<PromptLogprob> prompt_logprobs;
+  // Structured outputs: this sequence's constraint state (a clone of params.constraint, fed
+  // every accepted token) and the allowed-token bits of the row being sampled.
+  std::shared_ptr<TokenConstraint> constraint;
+  std::vector<uint32_t> allowed_tokens;
 
   // True while the prompt's rows must be scored: the whole prompt is then computed (no
   // prefix-cache hits), since a cached position has no logits.

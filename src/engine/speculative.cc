@@ -31,6 +31,9 @@ Status Speculator::propose(std::span<Sequence* const> running, std::span<const i
     seq->spec_dists.clear();
     const bool decoding = seq->status == SeqStatus::kRunning && seq->num_output() > 0 &&
                           seq->num_computed == seq->num_tokens() - 1;
+    // Drafts are not verified against a structured-output constraint: such sequences decode
+    // one token a step.
+    if (seq->constraint) continue;
     if (decoding) reqs.push_back({seq, 0});
   }
   const int32_t k = policy_.choose_k(static_cast<int64_t>(reqs.size()));

@@ -26,7 +26,7 @@ bool OutputProcessor::apply(SeqState& st, TokenEvent& ev, std::vector<SequenceKe
   if (st.ended) return false;  // cut by a stop string earlier in this step
   if (ev.token >= 0) {
     ++st.num_output;
-    if (ev.finished && ev.finish_reason == FinishReason::kStop) {
+    if (ev.finished && ev.finish_reason == FinishReason::kStop && !ev.stop_keeps_token) {
       ev.text = st.text.finish();  // an end token or stop token id adds no text
     } else {
       bool stopped = false;
@@ -37,7 +37,7 @@ bool OutputProcessor::apply(SeqState& st, TokenEvent& ev, std::vector<SequenceKe
         ev.finished = true;
         ev.finish_reason = FinishReason::kStop;
       } else if (ev.finished) {
-        ev.text += st.text.finish();  // length: everything still held
+        ev.text += st.text.finish();  // length, or a completed document: everything still held
       }
     }
   }

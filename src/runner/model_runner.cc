@@ -32,6 +32,7 @@ bool hidden_wanted_in(std::span<const RunnerSeq> batch) {
 }  // namespace
 
 bool needs_host_logits(const SamplingParams& p, const SampleContext& ctx) {
+  if (!ctx.allowed_tokens.empty()) return true;  // a structured-output mask
   if (p.logprobs >= 0 || !p.logit_bias.empty() || p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f ||
       p.frequency_penalty != 0.0f)
     return true;

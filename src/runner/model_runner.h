@@ -1,10 +1,11 @@
 // The model runner: one step of scheduled sequences in, sampled tokens (with logprobs) out.
 // It routes each row that needs a token to device sampling where the executor has it and the
 // request asks for nothing a device draw cannot give (logprobs, logit_bias, penalties,
-// min_tokens masking), samples the other rows on the host (over the thread pool at large
-// batches), and hands back the logits rows of speculative verification untouched. The
-// executor behind it (runner/llama_executor.h: N ranks of backend, weight shard, KV buffers
-// and communicator, N = 1 without tensor parallelism) builds the step's metadata once.
+// min_tokens masking, a structured-output mask), samples the other rows on the host (over the
+// thread pool at large batches), and hands back the logits rows of speculative verification
+// untouched. The executor behind it (runner/llama_executor.h: N ranks of backend, weight
+// shard, KV buffers and communicator, N = 1 without tensor parallelism) builds the step's
+// metadata once.
 #pragma once
 
 #include <cstdint>
@@ -78,8 +79,9 @@ class ModelRunner {
   ModelExecutor& exec_;
 };
 
-// True when a sampled row needs its logits on the host: logprobs, logit_bias, penalties, or
-// eos masking while min_tokens are not out yet (process_logits changes the logits for those).
+// True when a sampled row needs its logits on the host: logprobs, logit_bias, penalties, a
+// structured-output token mask, or eos masking while min_tokens are not out yet
+// (process_logits changes the logits for those).
 bool needs_host_logits(const SamplingParams& params, const SampleContext& ctx);
 
 }  // namespace lancet

@@ -43,6 +43,12 @@ void apply_penalties(std::vector<float>& x, const SamplingParams& p, const Sampl
       x[t] -= p.frequency_penalty * static_cast<float>(c) + p.presence_penalty;
     }
   }
+  if (!ctx.allowed_tokens.empty()) {
+    for (int64_t t = 0; t < vocab; ++t) {
+      const size_t w = static_cast<size_t>(t >> 5);
+      if (w >= ctx.allowed_tokens.size() || !(ctx.allowed_tokens[w] >> (t & 31) & 1)) x[t] = kNegInf;
+    }
+  }
 }
 
 // log-softmax normaliser: max + log(sum(exp(x - max))).

@@ -5,8 +5,9 @@
 // logit_bias, penalties, min_tokens masking, speculative verification) through this file.
 //
 // Order, as vLLM applies it: logit_bias, min_tokens (eos masked), repetition penalty (prompt +
-// output), presence/frequency penalties (output only); logprobs are reported from these
-// processed logits before temperature; then temperature, top-k, top-p, min-p, and a draw.
+// output), presence/frequency penalties (output only), the structured-output mask; logprobs
+// are reported from these processed logits before temperature; then temperature, top-k,
+// top-p, min-p, and a draw.
 // Randomness is counter-based: the draw for output position i of a request uses only
 // (seed, i), so a seeded request gives the same tokens alone or in any batch.
 #pragma once
@@ -36,6 +37,9 @@ struct SampleContext {
   std::span<const int32_t> output_tokens;  // generated so far
   std::span<const int32_t> eos_token_ids;  // masked while fewer than min_tokens are out
   uint64_t seed = 0;                       // the request's seed (or one drawn at arrival)
+  // Structured outputs (runner/token_constraint.h): [ceil(vocab / 32)] words, bit t set = token
+  // t allowed; every other token is masked to -inf after the penalties. Empty: no constraint.
+  std::span<const uint32_t> allowed_tokens;
 };
 
 // Uniform in [0, 1) from (seed, counter): splitmix64-style mixing, no state

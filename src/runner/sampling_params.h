@@ -4,11 +4,13 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
+#include "runner/token_constraint.h"
 
 namespace lancet {
 
@@ -33,6 +35,10 @@ struct SamplingParams {
   // prompt_logprobs; the engine then computes the whole prompt, without prefix-cache hits).
   int32_t prompt_logprobs = -1;
   int32_t n = 1;
+  // Structured outputs: the allowed tokens follow this constraint, given in its start state
+  // (each sequence works on its own clone); the sequence ends when the document is done.
+  // Such rows are sampled on the host. Null: unconstrained.
+  std::shared_ptr<const TokenConstraint> constraint;
 
   bool greedy() const { return temperature <= 0.0f; }
   // Checks ranges against the model (vocab size) and server limits.

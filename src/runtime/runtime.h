@@ -38,6 +38,8 @@ struct RuntimeConfig {
   int64_t max_num_seqs = 64;
   int64_t max_num_batched_tokens = 2048;
   int64_t long_prefill_token_threshold = 0;  // most prompt tokens one sequence computes per step; 0 = budget
+  // Prompt tokens per step of all low-priority (batch) sequences together; 0 = no cap.
+  int64_t low_priority_prefill_tokens = 0;
   bool enable_prefix_caching = true;
   std::string chat_template;         // a file path or the template text; "" = the model's
   std::string kv_cache_dtype = "auto";

@@ -185,6 +185,7 @@ std::optional<ApiError> CompletionSession::submit() {
     const int64_t len = static_cast<int64_t>(ids.size());
     GenerationRequest g;
     g.params = req_.params;
+    g.priority = priority_;
     int64_t max_tokens = req_.max_tokens_set ? req_.params.max_tokens : (chat() ? max_len - len : 16);
     if (!req_.max_tokens_set) max_tokens = std::min<int64_t>(max_tokens, std::max<int64_t>(max_len - len, 1));
     const Status fits = check_context_length(len, max_tokens, max_len, param);

@@ -41,6 +41,9 @@ class CompletionSession {
   // output is released only up to what the rules have cleared, and a blocked output ends its
   // choice with finish_reason "content_filter", cut before the match.
   void set_guard(const guard::GuardRules* rules) { guard_ = rules; }
+  // The engine priority of the request's sequences (engine/scheduler.h: lower runs first;
+  // the Batch API's requests run at kBatchPriority). Before submit().
+  void set_priority(int32_t priority) { priority_ = priority; }
   // Without one, a gone client is noticed only when a stream write fails.
   void set_client_gone(ClientGone check) { client_gone_ = std::move(check); }
   // Encodes, checks and submits. Errors: 400 bad prompt / too long, 503 shutting down, 429
@@ -120,6 +123,7 @@ class CompletionSession {
   bool model_error_ = false;
   bool timed_out_ = false;
   const guard::GuardRules* guard_ = nullptr;
+  int32_t priority_ = 0;
   double guard_seconds_ = 0;
   std::set<std::pair<int32_t, std::string>> guard_counted_;  // (rule, where) once per request
 };

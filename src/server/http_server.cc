@@ -6,6 +6,7 @@
 
 #include <strings.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <ctime>
@@ -14,6 +15,7 @@
 #include "core/logging.h"
 #include "engine/request_checks.h"
 #include "server/auth.h"
+#include "server/batch_api.h"
 #include "server/chat_page.h"
 #include "server/client_connection.h"
 #include "server/completion_session.h"
@@ -101,7 +103,18 @@ struct HttpServer::Impl {
     std::unique_ptr<CompletionSession> session;
   };
 
-  explicit Impl(ServerConfig c) : config(std::move(c)) {}
+  // The Files and Batch APIs; made after the config, destroyed first (its worker uses the model).
+  std::unique_ptr<BatchApi> batch_api;
+
+  explicit Impl(ServerConfig c) : config(std::move(c)) {
+    batch_api = std::make_unique<BatchApi>(&config, [this] { return model.load(); });
+  }
+  ~Impl() { batch_api.reset(); }
+  // The body limit of a request: uploads to /v1/files get the file limit.
+  size_t body_limit(const httplib::Request& req) const {
+    return BatchApi::is_upload(req) ? BatchApi::upload_limit(config) : config.max_body_bytes;
+  }
+  void install_batch_routes();
   void install_routes();
   void install_handlers();
   httplib::Server::HandlerResponse pre_route(const httplib::Request& req, httplib::Response& res);
@@ -132,6 +145,17 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, const std:
   if (!api.model.empty() && api.model != m->name())
     return send_error(res, not_found("The model `" + api.model.substr(0, 256) + "` does not exist.", "model",
                                      "model_not_found"));
+  if (api.output_format) {
+    structured::ConstraintCache* so = m->structured_outputs();
+    if (!so)
+      return send_error(res, bad_request("'" + api.output_format_field + "' needs the model's tokenizer, which this model lacks",
+                                         api.output_format_field));
+    auto c = so->constraint(*api.output_format);
+    if (!c.ok())
+      return send_error(res, bad_request("'" + api.output_format_field + "': " + c.status().message(),
+                                         api.output_format_field));
+    api.params.constraint = *c;
+  }
   if (in_flight.fetch_add(1) >= config.max_concurrent_requests) {
     in_flight.fetch_sub(1);
     return send_error(res, server_error(429, "the server is at its concurrency limit; retry later",
@@ -228,7 +252,7 @@ httplib::Server::HandlerResponse HttpServer::Impl::pre_route(const httplib::Requ
                                             "headers_too_large"});
     return HR::Handled;
   }
-  if (auto err = check_content_length(req, config.max_body_bytes)) {
+  if (auto err = check_content_length(req, body_limit(req))) {
     send_error(res, *err);
     res.set_header("Connection", "close");
     return HR::Handled;
@@ -293,7 +317,7 @@ void HttpServer::Impl::install_handlers() {
   // "Expect: 100-continue" is answered before routing: refuse a bad Content-Length there too,
   // so the client does not send a body that will be refused.
   http.set_expect_100_continue_handler([this](const httplib::Request& req, httplib::Response& res) {
-    auto err = check_content_length(req, config.max_body_bytes);
+    auto err = check_content_length(req, body_limit(req));
     if (!err) return 100;
     send_error(res, *err);
     res.set_header("Connection", "close");
@@ -330,7 +354,8 @@ void HttpServer::Impl::install_handlers() {
 void HttpServer::Impl::install_routes() {
   const int threads = config.http_threads > 0 ? config.http_threads : config.max_concurrent_requests + 16;
   http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-  http.set_payload_max_length(config.max_body_bytes);
+  // The per-route limits are checked in pre_route and read_body; httplib's own is the largest.
+  http.set_payload_max_length(std::max(config.max_body_bytes, BatchApi::upload_limit(config)));
   // Seconds a client may take to send a request once it started; a bad Content-Length is
   // answered at once (pre_route), so only slow or stalled senders wait this long.
   http.set_read_timeout(30);
@@ -373,11 +398,35 @@ void HttpServer::Impl::install_routes() {
   post_with_body("/detokenize", [this](const httplib::Request&, const std::string& body, httplib::Response& res) {
     handle_detokenize(body, res);
   });
+  install_batch_routes();
   if (config.chat_page) {
     http.Get("/", [](const httplib::Request&, httplib::Response& res) {
       res.set_content(chat_page_html(), "text/html; charset=utf-8");
     });
   }
+}
+
+void HttpServer::Impl::install_batch_routes() {
+  BatchApi* api = batch_api.get();
+  http.Post("/v1/files", [api](const httplib::Request& req, httplib::Response& res,
+                               const httplib::ContentReader& reader) { api->upload_file(req, res, reader); });
+  http.Get("/v1/files", [api](const httplib::Request& req, httplib::Response& res) { api->list_files(req, res); });
+  http.Get(R"(/v1/files/([^/]+))",
+           [api](const httplib::Request& req, httplib::Response& res) { api->get_file(req.matches[1], res); });
+  http.Get(R"(/v1/files/([^/]+)/content)",
+           [api](const httplib::Request& req, httplib::Response& res) { api->file_content(req.matches[1], res); });
+  http.Delete(R"(/v1/files/([^/]+))",
+              [api](const httplib::Request& req, httplib::Response& res) { api->delete_file(req.matches[1], res); });
+  post_with_body("/v1/batches", [api](const httplib::Request&, const std::string& body, httplib::Response& res) {
+    api->create_batch(body, res);
+  });
+  http.Get("/v1/batches", [api](const httplib::Request& req, httplib::Response& res) { api->list_batches(req, res); });
+  http.Get(R"(/v1/batches/([^/]+))",
+           [api](const httplib::Request& req, httplib::Response& res) { api->get_batch(req.matches[1], res); });
+  post_with_body(R"(/v1/batches/([^/]+)/cancel)",
+                 [api](const httplib::Request& req, const std::string&, httplib::Response& res) {
+                   api->cancel_batch(req.matches[1], res);
+                 });
 }
 
 HttpServer::HttpServer(ServerConfig config) : impl_(std::make_unique<Impl>(std::move(config))) {
@@ -414,7 +463,10 @@ bool HttpServer::wait_idle(double timeout_s) {
   return true;
 }
 
-void HttpServer::stop() { impl_->http.close(); }
+void HttpServer::stop() {
+  impl_->http.close();
+  impl_->batch_api->shutdown();
+}
 
 int64_t HttpServer::in_flight() const { return impl_->in_flight.load(); }
 

@@ -182,7 +182,7 @@ Err parse_logit_bias(const json& obj, const RequestLimits& lim, SamplingParams* 
 // null, false and 0 mean "not set" (clients send defaults); tool_choice needs tools, as OpenAI says.
 Err refuse_unsupported(const json& obj, ApiKind kind) {
   static constexpr const char* kOutputChanging[] = {
-      "guided_json", "guided_choice", "guided_regex", "guided_grammar", "structured_outputs"};
+      "guided_grammar", "structured_outputs"};
   auto set = [](const json* v) {
     return v && !v->is_null() && !(v->is_boolean() && !v->get<bool>()) && !(v->is_number() && v->get<double>() == 0);
   };
@@ -202,6 +202,97 @@ Err refuse_unsupported(const json& obj, ApiKind kind) {
       return bad_request("'tool_choice' is only allowed when 'tools' are given", "tool_choice");
   }
   return std::nullopt;
+}
+
+// Structured outputs: response_format {text, json_object, json_schema}, guided_json (a schema,
+// or a JSON string holding one), guided_choice (strings), guided_regex (a pattern); at most one of them. The schema's
+// own features are checked when it is compiled (server/http_server.cc), still a 400.
+Err parse_output_format(const json& obj, ApiRequest* r) {
+  using structured::OutputFormat;
+  std::optional<OutputFormat> fmt;
+  std::string from;
+  auto take = [&](OutputFormat f, const char* name) -> Err {
+    if (fmt)
+      return bad_request(std::string("'") + name + "' and '" + from +
+                             "' both constrain the output; give at most one of them",
+                         name);
+    fmt = std::move(f);
+    from = name;
+    return std::nullopt;
+  };
+  if (const json* rf = field(obj, "response_format")) {
+    if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())
+      return type_error("response_format", "an object with a string 'type'");
+    const std::string type = (*rf)["type"].get<std::string>();
+    if (type == "json_object") {
+      if (auto e = take(OutputFormat{}, "response_format")) return e;
+    } else if (type == "json_schema") {
+      const json* js = field(*rf, "json_schema");
+      if (!js || !js->is_object())
+        return bad_request("response_format 'json_schema' needs a 'json_schema' object with a 'schema'",
+                           "response_format");
+      const json* schema = field(*js, "schema");
+      if (!schema || !(schema->is_object() || schema->is_boolean()))
+        return bad_request("'response_format.json_schema.schema' must be a JSON schema object", "response_format");
+      OutputFormat f;
+      f.kind = OutputFormat::Kind::kJsonSchema;
+      f.schema = nlohmann::ordered_json(*schema);  // in the written order: keep_schema_order()
+      if (auto e = take(std::move(f), "response_format")) return e;
+    } else if (type != "text") {
+      return bad_request("response_format '" + type.substr(0, 32) +
+                             "' is not supported by this server (text, json_object, json_schema); see docs/API.md",
+                         "response_format");
+    }
+  }
+  if (const json* gj = field(obj, "guided_json"); gj && !gj->is_null()) {
+    OutputFormat f;
+    f.kind = OutputFormat::Kind::kJsonSchema;
+    if (gj->is_string()) {
+      f.schema = nlohmann::ordered_json::parse(gj->get<std::string>(), nullptr, /*allow_exceptions=*/false);
+      if (f.schema.is_discarded()) return bad_request("'guided_json' is a string that is not valid JSON", "guided_json");
+    } else {
+      f.schema = nlohmann::ordered_json(*gj);
+    }
+    if (!f.schema.is_object()) return type_error("guided_json", "a JSON schema (an object, or a string holding one)");
+    if (auto e = take(std::move(f), "guided_json")) return e;
+  }
+  if (const json* gc = field(obj, "guided_choice"); gc && !gc->is_null()) {
+    OutputFormat f;
+    f.kind = OutputFormat::Kind::kChoice;
+    if (!gc->is_array() || gc->empty()) return type_error("guided_choice", "a non-empty list of strings");
+    for (const json& c : *gc) {
+      if (!c.is_string() || c.get<std::string>().empty())
+        return type_error("guided_choice", "a non-empty list of non-empty strings");
+      f.choices.push_back(c.get<std::string>());
+    }
+    if (auto e = take(std::move(f), "guided_choice")) return e;
+  }
+  if (const json* gr = field(obj, "guided_regex"); gr && !gr->is_null()) {
+    OutputFormat f;
+    f.kind = OutputFormat::Kind::kRegex;
+    if (!gr->is_string() || gr->get<std::string>().empty()) return type_error("guided_regex", "a non-empty string");
+    f.pattern = gr->get<std::string>();
+    if (auto e = take(std::move(f), "guided_regex")) return e;
+  }
+  r->output_format = std::move(fmt);
+  r->output_format_field = from;
+  return std::nullopt;
+}
+
+// The body's json sorts object keys; a schema's properties are generated in the order it
+// writes them, so the schema is read again from the body, in order.
+void keep_schema_order(std::string_view body, ApiRequest* r) {
+  if (!r->output_format || r->output_format->kind != structured::OutputFormat::Kind::kJsonSchema) return;
+  using ojson = nlohmann::ordered_json;
+  const ojson obj = ojson::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (!obj.is_object()) return;
+  if (r->output_format_field == "response_format") {
+    if (obj.contains("response_format") && obj["response_format"].contains("json_schema") &&
+        obj["response_format"]["json_schema"].contains("schema"))
+      r->output_format->schema = obj["response_format"]["json_schema"]["schema"];
+  } else if (r->output_format_field == "guided_json" && obj.contains("guided_json") && obj["guided_json"].is_object()) {
+    r->output_format->schema = obj["guided_json"];
+  }
 }
 
 // Fields both endpoints share: sampling knobs, limits, streaming.
@@ -258,15 +349,7 @@ Err parse_common(const json& obj, const RequestLimits& lim, ApiRequest* r) {
     if (auto e = get_bool(*so, "include_usage", &r->include_usage)) return e;
     if (auto e = get_bool(*so, "continuous_usage_stats", &r->continuous_usage)) return e;
   }
-  if (const json* rf = field(obj, "response_format")) {
-    if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())
-      return type_error("response_format", "an object with a string 'type'");
-    const std::string type = (*rf)["type"].get<std::string>();
-    if (type != "text")
-      return bad_request("response_format '" + type.substr(0, 32) +
-                             "' is not supported by this server (only 'text'); see docs/API.md",
-                         "response_format");
-  }
+  if (auto e = parse_output_format(obj, r)) return e;
   if (const json* tools = field(obj, "tools")) {
     if (!tools->is_array()) return type_error("tools", "a list");
     if (!tools->empty()) return bad_request("tool calling is not supported by this server", "tools");
@@ -396,6 +479,7 @@ std::optional<ApiError> parse_chat_request(std::string_view body, const RequestL
   if (top_set && out->top_logprobs > 0 && !out->want_logprobs)
     return bad_request("'top_logprobs' needs 'logprobs' set to true", "top_logprobs");
   if (out->want_logprobs) out->params.logprobs = out->top_logprobs;
+  keep_schema_order(body, out);
   return check_choices(limits, *out);
 }
 
@@ -418,6 +502,7 @@ std::optional<ApiError> parse_completion_request(std::string_view body, const Re
   // Echo with logprobs reports the prompt tokens' logprobs first, as vLLM does: the engine
   // scores the prompt with enough alternatives for both uses.
   if (out->echo && lp_set) out->params.prompt_logprobs = std::max(out->params.prompt_logprobs, out->top_logprobs);
+  keep_schema_order(body, out);
   return check_choices(limits, *out);
 }
 

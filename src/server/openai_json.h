@@ -19,6 +19,7 @@
 
 #include "runner/sampling_params.h"
 #include "server/api_error.h"
+#include "structured/output_format.h"
 
 namespace lancet::server {
 
@@ -64,6 +65,10 @@ struct ApiRequest {
   int32_t top_logprobs = 0;        // alternatives per position
   bool tokens_as_ids = false;      // return_tokens_as_token_ids (vLLM): logprob tokens as "token_id:N"
   std::string user;
+  // Structured outputs: response_format json_object / json_schema, or vLLM's guided_json /
+  // guided_choice; output_format_field names the field it came from (for errors about it).
+  std::optional<structured::OutputFormat> output_format;
+  std::string output_format_field;
 
   int32_t num_prompts() const {
     return kind == ApiKind::kChat ? 1

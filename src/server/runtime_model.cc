@@ -1,6 +1,9 @@
 // ServingModel over runtime/Runtime: the production adapter used by `lancet serve`.
+#include <mutex>
+
 #include "runtime/runtime.h"
 #include "server/serving_model.h"
+#include "tokenizer/tokenizer.h"
 
 namespace lancet::server {
 namespace {
@@ -31,9 +34,24 @@ class RuntimeModel : public ServingModel {
   }
   std::string token_text(int32_t id) const override { return rt_->token_text(id); }
   AsyncEngine& engine() override { return rt_->async_engine(); }
+  structured::ConstraintCache* structured_outputs() override {
+    std::call_once(structured_once_, [this] {
+      const Tokenizer* tok = rt_->tokenizer();
+      if (!tok) return;
+      // Each id's real bytes; special tokens have none (a grammar never allows them).
+      std::vector<std::string> bytes(static_cast<size_t>(rt_->vocab_size()));
+      for (int32_t id = 0; id < static_cast<int32_t>(bytes.size()); ++id)
+        if (!tok->is_special(id)) bytes[static_cast<size_t>(id)] = std::string(tok->token_bytes(id));
+      structured_ = std::make_unique<structured::ConstraintCache>(
+          std::make_shared<structured::TokenTrie>(std::move(bytes)));
+    });
+    return structured_.get();
+  }
 
  private:
   Runtime* rt_;
+  std::once_flag structured_once_;
+  std::unique_ptr<structured::ConstraintCache> structured_;
 };
 
 }  // namespace

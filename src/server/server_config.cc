@@ -30,6 +30,10 @@ Status ServerConfig::validate() const {
   for (const std::string& h : allowed_hosts)
     if (h.empty() || h.find_first_of("/ ") != std::string::npos)
       return InvalidArgument("--allowed-hosts: '" + h + "' is not a host name");
+  if (batch_dir.empty()) return InvalidArgument("--batch-dir must not be empty");
+  if (max_file_bytes < 1) return InvalidArgument("--max-file-bytes must be at least 1");
+  if (batch_max_concurrency < 1 || batch_max_concurrency > 4096)
+    return InvalidArgument("--batch-max-concurrency must be in [1, 4096]");
   if (limits.max_logprobs < 0) return InvalidArgument("--max-logprobs must not be negative");
   return OkStatus();
 }

@@ -35,6 +35,11 @@ struct ServerConfig {
   std::vector<std::string> allowed_hosts;
   std::string version = "unknown";        // reported by GET /version
   RequestLimits limits;
+  // The Files and Batch APIs (docs/API.md): where files are kept (made on first use), the
+  // largest upload, and how many batch requests run at once (at the engine's batch priority).
+  std::string batch_dir = "lancet-batches";
+  size_t max_file_bytes = 200u << 20;
+  int32_t batch_max_concurrency = 4;
   // --guard-rules: content rules for prompts and outputs (docs/GUARD.md); null = none.
   std::shared_ptr<const guard::GuardRules> guard_rules;
 

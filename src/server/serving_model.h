@@ -14,6 +14,7 @@
 
 #include "core/status.h"
 #include "engine/async_engine.h"
+#include "structured/constraint_cache.h"
 
 namespace lancet {
 class Runtime;
@@ -37,6 +38,9 @@ class ServingModel {
   virtual std::string decode(std::span<const int32_t> ids) const = 0;
   virtual std::string token_text(int32_t id) const = 0;
   virtual AsyncEngine& engine() = 0;
+  // Structured outputs over this model's vocabulary (built on first use); null when the model
+  // has no tokenizer, and structured requests are then refused.
+  virtual structured::ConstraintCache* structured_outputs() { return nullptr; }
 };
 
 // Serves a Runtime (which must outlive the adapter).

@@ -12,7 +12,7 @@ namespace {
 TEST(CliUsage, UnknownFlagsAreUsageErrorsAndHelpIsZero) {
   for (const char* cmd : {"generate", "run", "bench latency", "bench serve", "serve", "inspect", "verify",
                           "quantize", "eval-logits", "eval-precision", "eval-needle", "tokenize", "detokenize",
-                          "chat-template"}) {
+                          "chat-template", "run-batch"}) {
     std::string out;
     const std::string base = testing::lancet_binary() + " " + cmd;
     EXPECT_EQ(testing::run_command(base + " --no-such-flag-here", &out), 2) << cmd << ": " << out;

@@ -155,6 +155,121 @@ TEST(Scheduler, PriorityOrdersAdmission) {
   EXPECT_EQ(out.scheduled[0].seq, urgent);
 }
 
+// The Batch API's requests run at kBatchPriority: an interactive request that arrives behind a
+// queue of them is admitted first.
+TEST(Scheduler, InteractiveRequestIsAdmittedBeforeQueuedBatchRequests) {
+  Harness h(1000, 4, SchedulerConfig{.max_num_batched_tokens = 1000, .max_num_seqs = 2, .max_model_len = 100});
+  std::vector<Sequence*> batch;
+  for (int i = 0; i < 6; ++i) batch.push_back(h.add(iota_tokens(3, i), 30, kBatchPriority));
+  h.step();  // two batch requests run
+  Sequence* chat = h.add(iota_tokens(3, 40), 2, kInteractivePriority);
+  SchedulerOutput out = h.step();
+  bool scheduled = false;
+  for (auto& s : out.scheduled) scheduled |= s.seq == chat;
+  EXPECT_TRUE(scheduled);
+  // No batch request that waited was admitted before it.
+  for (size_t i = 2; i < batch.size(); ++i) EXPECT_EQ(batch[i]->status, SeqStatus::kWaiting);
+}
+
+TEST(Scheduler, InteractiveRequestPreemptsBatchSequenceWhenSlotsAreFull) {
+  Harness h(1000, 4, SchedulerConfig{.max_num_batched_tokens = 1000, .max_num_seqs = 2, .max_model_len = 100});
+  Sequence* b1 = h.add(iota_tokens(3, 1), 30, kBatchPriority);
+  Sequence* b2 = h.add(iota_tokens(3, 2), 30, kBatchPriority);
+  h.step();
+  h.step();
+  Sequence* chat = h.add(iota_tokens(3, 40), 3, kInteractivePriority);
+  SchedulerOutput out = h.step();
+  EXPECT_EQ(out.num_priority_preempted, 1);
+  ASSERT_EQ(out.preempted.size(), 1u);
+  EXPECT_EQ(out.preempted[0], b2);  // the newest batch sequence
+  EXPECT_EQ(b2->status, SeqStatus::kWaiting);
+  EXPECT_EQ(b2->num_computed, 0);
+  EXPECT_EQ(chat->num_output(), 1);  // admitted and prefilled in the same step
+  EXPECT_EQ(b1->status, SeqStatus::kRunning);
+  // Equal priorities never preempt for a waiting sequence.
+  Sequence* chat2 = h.add(iota_tokens(3, 41), 3, kInteractivePriority);
+  out = h.step();
+  EXPECT_EQ(out.num_priority_preempted, 1);  // b1, not chat
+  EXPECT_EQ(chat->status, SeqStatus::kRunning);
+  EXPECT_EQ(chat2->status, SeqStatus::kRunning);
+  int guard = 0;
+  while (!h.sched.idle() && guard++ < 1000) h.step();
+  EXPECT_TRUE(b1->finished() && b2->finished() && chat->finished() && chat2->finished());
+  EXPECT_EQ(h.kv.num_free_blocks(), 1000);
+}
+
+TEST(Scheduler, InteractiveRequestPreemptsBatchSequenceWhenBlocksRunOut) {
+  // 10 blocks of 4 tokens: the batch sequence holds 8 (30 tokens), the interactive prompt of
+  // 12 tokens needs 3.
+  Harness h(10, 4, SchedulerConfig{.max_num_batched_tokens = 100, .max_num_seqs = 8, .max_model_len = 100}, false);
+  Sequence* b = h.add(iota_tokens(30, 1), 5, kBatchPriority);
+  h.step();
+  EXPECT_EQ(h.kv.num_free_blocks(), 2);
+  Sequence* chat = h.add(iota_tokens(12, 7), 2, kInteractivePriority);
+  SchedulerOutput out = h.step();
+  EXPECT_EQ(out.num_priority_preempted, 1);
+  EXPECT_EQ(b->status, SeqStatus::kWaiting);
+  EXPECT_EQ(chat->num_output(), 1);
+  int guard = 0;
+  while (!h.sched.idle() && guard++ < 1000) h.step();
+  EXPECT_TRUE(b->finished() && chat->finished());
+  EXPECT_EQ(b->num_output(), 5);
+}
+
+// While an interactive prompt computes, batch sequences compute nothing (neither their
+// prompt chunks nor their decodes), so the step that makes the interactive first token is the
+// interactive work alone; they resume in the next step.
+TEST(Scheduler, BatchSequencesWaitWhileInteractivePromptComputes) {
+  Harness h(1000, 16, SchedulerConfig{.max_num_batched_tokens = 64, .max_num_seqs = 8, .max_model_len = 4096});
+  Sequence* decoding = h.add(iota_tokens(5, 3), 100, kBatchPriority);
+  h.step();
+  Sequence* longb = h.add(iota_tokens(1000, 1), 2, kBatchPriority);
+  h.step();
+  ASSERT_GT(longb->num_computed, 0);
+  Sequence* chat = h.add(iota_tokens(100, 9), 2, kInteractivePriority);
+  int steps = 0;
+  while (chat->num_output() == 0 && steps++ < 10) {
+    const int64_t before = longb->num_computed, decoded_before = decoding->num_output();
+    SchedulerOutput out = h.step();
+    EXPECT_EQ(longb->num_computed, before) << "step " << steps;
+    EXPECT_EQ(decoding->num_output(), decoded_before) << "step " << steps;
+    for (auto& s : out.scheduled) EXPECT_EQ(s.seq, chat) << "step " << steps;
+  }
+  EXPECT_EQ(steps, 2);  // 100 prompt tokens at 64 a step
+  const int64_t before = longb->num_computed, decoded_before = decoding->num_output();
+  h.step();  // the interactive decode, the batch decode and the batch prompt together again
+  EXPECT_GT(longb->num_computed, before);
+  EXPECT_EQ(decoding->num_output(), decoded_before + 1);
+}
+
+// low_priority_prefill_tokens caps the prompt tokens of all batch sequences together per step
+// (running and newly admitted), never an interactive prompt's.
+TEST(Scheduler, LowPriorityPrefillTokensCapBatchPromptsPerStep) {
+  Harness h(1000, 16, SchedulerConfig{.max_num_batched_tokens = 256, .max_num_seqs = 8, .max_model_len = 4096,
+                                      .low_priority_prefill_tokens = 16});
+  Sequence* a = h.add(iota_tokens(40, 1), 4, kBatchPriority);
+  Sequence* b = h.add(iota_tokens(40, 2), 4, kBatchPriority);
+  SchedulerOutput out = h.step();
+  EXPECT_EQ(a->num_computed, 16);
+  EXPECT_EQ(b->status, SeqStatus::kWaiting);  // no low-priority tokens left for its first chunk
+  EXPECT_EQ(out.num_batched_tokens, 16);
+  out = h.step();
+  EXPECT_EQ(a->num_computed, 32);
+  Sequence* chat = h.add(iota_tokens(100, 9), 2, kInteractivePriority);
+  out = h.step();
+  EXPECT_EQ(chat->num_computed, 100);  // uncapped
+  EXPECT_EQ(a->num_computed, 32);
+  int guard = 0;
+  while (!h.sched.idle() && guard++ < 1000) {
+    out = h.step();
+    int64_t low = 0;
+    for (auto& s : out.scheduled)
+      if (s.seq->priority > kInteractivePriority && s.num_new_tokens > 1) low += s.num_new_tokens;
+    EXPECT_LE(low, 16);
+  }
+  EXPECT_TRUE(a->finished() && b->finished() && chat->finished());
+}
+
 TEST(Scheduler, SharedPrefixIsServedFromCache) {
   Harness h(1000, 16, SchedulerConfig{.max_num_batched_tokens = 8192, .max_num_seqs = 8, .max_model_len = 8192});
   std::vector<int32_t> prefix = iota_tokens(2000, 3);

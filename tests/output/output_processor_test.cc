@@ -146,6 +146,21 @@ TEST(OutputProcessor, EndTokenAddsNoTextAndReleasesWhatWasHeld) {
   EXPECT_TRUE(ended.empty());
 }
 
+// A completed structured-output document stops at a token that is part of the text.
+TEST(OutputProcessor, StopThatKeepsItsTokenAddsItsText) {
+  const Tokenizer& tok = llama3();
+  const std::vector<int32_t> ids = tok.encode("{\"a\": 1}");
+  OutputProcessor out(&tok);
+  out.add_request(1, request());
+  std::vector<TokenEvent> events = token_events(1, 0, ids, FinishReason::kStop);
+  events.back().stop_keeps_token = true;
+  std::vector<SequenceKey> ended;
+  out.process(&events, &ended);
+  EXPECT_EQ(joined(events), "{\"a\": 1}");
+  EXPECT_TRUE(events.back().finished);
+  EXPECT_TRUE(ended.empty());
+}
+
 TEST(OutputProcessor, StopStringBeforeMinTokensDoesNotEndTheSequence) {
   const Tokenizer& tok = llama3();
   const std::vector<int32_t> ids = tok.encode("stop here and go on");

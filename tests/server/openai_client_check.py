@@ -213,10 +213,10 @@ def scenario_api():
     check(r.choices[0].text == full[:full.index(stop) + len(stop)] and r.choices[0].finish_reason == "stop",
           "include_stop_str_in_output keeps %r: %r" % (stop, r.choices[0].text))
     try:
-        c.completions.create(model=model, prompt=prompt, max_tokens=4, extra_body={"guided_choice": ["a", "b"]})
-        check(False, "guided_choice must be refused")
+        c.completions.create(model=model, prompt=prompt, max_tokens=4, extra_body={"guided_grammar": "root ::= x"})
+        check(False, "guided_grammar must be refused")
     except openai.BadRequestError as e:
-        check("guided_choice" in str(e), "guided_choice refused by name: %s" % e)
+        check("guided_grammar" in str(e), "guided_grammar refused by name: %s" % e)
 
     # Other endpoints.
     status, tok = http("POST", "/tokenize", {"prompt": prompt})

@@ -98,15 +98,27 @@ TEST(OpenAiJson, BadChatRequestsAre400WithTheField) {
       {R"({"messages": [{"role": "user", "content": "x"}], "seed": "x"})", "seed"},
       {R"({"messages": [{"role": "user", "content": "x"}], "stream": "yes"})", "stream"},
       {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 21, "logprobs": true})", "top_logprobs"},
-      {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})",
+      {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "grammar"}})",
        "response_format"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema"}})",
+       "response_format"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema",
+          "json_schema": {"name": "x", "schema": 3}}})", "response_format"},
       {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})", "tools"},
       {R"({"messages": [{"role": "user", "content": "x"}], "min_tokens": 10, "max_tokens": 5})", "min_tokens"},
       {R"({"messages": [{"role": "user", "content": "x"}], "best_of": 3})", "best_of"},
-      // vLLM extensions that would change the output are refused, not ignored.
-      {R"({"messages": [{"role": "user", "content": "x"}], "guided_json": {"type": "object"}})", "guided_json"},
-      {R"({"messages": [{"role": "user", "content": "x"}], "guided_choice": ["a", "b"]})", "guided_choice"},
-      {R"({"messages": [{"role": "user", "content": "x"}], "guided_regex": "a+"})", "guided_regex"},
+      // vLLM extensions that would change the output and are not implemented are refused, not
+      // ignored; malformed structured-output fields are named.
+      {R"({"messages": [{"role": "user", "content": "x"}], "guided_regex": 3})", "guided_regex"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "guided_regex": ""})", "guided_regex"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "structured_outputs": {"json": {}}})", "structured_outputs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "guided_grammar": "root ::= x"})", "guided_grammar"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "guided_json": 3})", "guided_json"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "guided_json": "{bad"})", "guided_json"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "guided_choice": []})", "guided_choice"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "guided_choice": ["a", 1]})", "guided_choice"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "guided_json": {"type": "object"},
+          "guided_choice": ["a"]})", "guided_choice"},
       {R"({"messages": [{"role": "user", "content": "x"}], "prompt_logprobs": 21})", "prompt_logprobs"},
       {R"({"messages": [{"role": "user", "content": "x"}], "prompt_logprobs": -1})", "prompt_logprobs"},
       {R"({"messages": [{"role": "user", "content": "x"}], "prompt_logprobs": 1.5})", "prompt_logprobs"},
@@ -135,6 +147,41 @@ TEST(OpenAiJson, BadChatRequestsAre400WithTheField) {
     EXPECT_EQ(env["error"]["type"], "invalid_request_error");
     EXPECT_TRUE(env["error"]["code"].is_string()) << env.dump();
   }
+}
+
+// Structured outputs: each way of asking gives its OutputFormat; a schema keeps its written
+// property order (the body's own order, not the sorted one).
+TEST(OpenAiJson, StructuredOutputFormats) {
+  using structured::OutputFormat;
+  ApiRequest r;
+  ASSERT_FALSE(parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}],
+      "response_format": {"type": "json_object"}})", RequestLimits{}, &r).has_value());
+  ASSERT_TRUE(r.output_format.has_value());
+  EXPECT_EQ(r.output_format->kind, OutputFormat::Kind::kJsonObject);
+  EXPECT_EQ(r.output_format_field, "response_format");
+  ASSERT_FALSE(parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}],
+      "response_format": {"type": "json_schema", "json_schema": {"name": "n", "strict": true,
+        "schema": {"type": "object", "properties": {"zeta": {"type": "string"}, "alpha": {"type": "integer"}}}}}})",
+      RequestLimits{}, &r).has_value());
+  ASSERT_TRUE(r.output_format.has_value());
+  EXPECT_EQ(r.output_format->kind, OutputFormat::Kind::kJsonSchema);
+  EXPECT_EQ(r.output_format->schema["properties"].begin().key(), "zeta");
+  ASSERT_FALSE(parse_completion_request(R"({"prompt": "x", "guided_json": "{\"type\": \"boolean\"}"})",
+                                        RequestLimits{}, &r).has_value());
+  ASSERT_TRUE(r.output_format.has_value());
+  EXPECT_EQ(r.output_format->schema["type"], "boolean");
+  EXPECT_EQ(r.output_format_field, "guided_json");
+  ASSERT_FALSE(parse_completion_request(R"({"prompt": "x", "guided_choice": ["yes", "no"]})", RequestLimits{}, &r)
+                   .has_value());
+  ASSERT_TRUE(r.output_format.has_value());
+  EXPECT_EQ(r.output_format->choices, (std::vector<std::string>{"yes", "no"}));
+  ASSERT_FALSE(parse_completion_request(R"({"prompt": "x", "guided_regex": "[0-9]+"})", RequestLimits{}, &r).has_value());
+  ASSERT_TRUE(r.output_format.has_value());
+  EXPECT_EQ(r.output_format->kind, OutputFormat::Kind::kRegex);
+  EXPECT_EQ(r.output_format->pattern, "[0-9]+");
+  ASSERT_FALSE(parse_completion_request(R"({"prompt": "x", "response_format": {"type": "text"}})", RequestLimits{}, &r)
+                   .has_value());
+  EXPECT_FALSE(r.output_format.has_value());
 }
 
 // Clients that send the extensions' defaults (null, false, 0, tool_choice "none") are served.
