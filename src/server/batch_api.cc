@@ -3,14 +3,10 @@
 
 #include <charconv>
 
+#include "server/http_reply.h"
+
 namespace lancet::server {
 namespace {
-
-void send_error(httplib::Response& res, const ApiError& err) {
-  res.status = err.status;
-  res.set_content(dump_json(error_json(err)), "application/json");
-}
-void send_json(httplib::Response& res, const Json& j) { res.set_content(dump_json(j), "application/json"); }
 
 ApiError file_status_error(const Status& st, const std::string& param) {
   switch (st.code()) {

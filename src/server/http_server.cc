@@ -22,17 +22,11 @@
 #include "server/embedding_session.h"
 #include "server/http_guards.h"
 #include "server/http_listener.h"
+#include "server/http_reply.h"
 #include "server/openai_json.h"
 
 namespace lancet::server {
 namespace {
-
-void send_error(httplib::Response& res, const ApiError& err) {
-  res.status = err.status;
-  res.set_content(dump_json(error_json(err)), "application/json");
-}
-
-void send_json(httplib::Response& res, const Json& j) { res.set_content(dump_json(j), "application/json"); }
 
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
