@@ -164,10 +164,14 @@ void fill_cache(Backend& be, Buffer& buf, size_t bytes, DType kv, uint32_t seed)
 }
 
 // One sequence layout in the cache: contiguous block ids per sequence.
-void bench_attention(Backend& be, int64_t batch, int64_t ctx, int64_t q_len, DType kv = DType::kBF16) {
+// fp8_math: how an FP8 cache is multiplied (kE4m3Query: prompt chunks round Q to E4M3).
+void bench_attention(Backend& be, int64_t batch, int64_t ctx, int64_t q_len, DType kv = DType::kBF16,
+                     Fp8AttentionMath fp8_math = Fp8AttentionMath::kF16) {
   const std::string label = "b=" + std::to_string(batch) + " ctx=" + std::to_string(ctx) + " q=" +
-                            std::to_string(q_len) + (kv == DType::kBF16 ? "" : std::string(" ") + dtype_name(kv));
+                            std::to_string(q_len) + (kv == DType::kBF16 ? "" : std::string(" ") + dtype_name(kv)) +
+                            (fp8_math == Fp8AttentionMath::kE4m3Query ? " e4m3-query" : "");
   if (label.find(g_attn_filter) == std::string::npos) return;
+  be.set_fp8_attention_math(fp8_math);
   const int64_t H = 32, KH = 8, D = 128, bs = 16;
   const int64_t blocks_per_seq = (ctx + bs - 1) / bs, num_blocks = batch * blocks_per_seq;
   const size_t cache_bytes = static_cast<size_t>(num_blocks * bs * KH * D) * dtype_info(kv).block_bytes;
@@ -201,6 +205,7 @@ void bench_attention(Backend& be, int64_t batch, int64_t ctx, int64_t q_len, DTy
     const double pairs = static_cast<double>(batch) * q_len * (ctx - q_len + (q_len + 1) / 2.0);
     row("attn-pre", label, s * 1e6, 4.0 * pairs * H * D / s / 1e12, "TFLOP/s", kBf16TFlops);
   }
+  be.set_fp8_attention_math(Fp8AttentionMath::kF16);
 }
 
 void bench_matmuls(Backend& be) {
@@ -247,6 +252,9 @@ int main(int argc, char** argv) {
   bench_attention(**be, 1, 4096, 4096);
   bench_attention(**be, 1, 32768, 2048);
   bench_attention(**be, 1, 32768, 2048, DType::kF8E4M3);
+  bench_attention(**be, 1, 32768, 2048, DType::kF8E4M3, Fp8AttentionMath::kE4m3Query);
+  bench_attention(**be, 1, 32768, 32768, DType::kF8E4M3);
+  bench_attention(**be, 1, 32768, 32768, DType::kF8E4M3, Fp8AttentionMath::kE4m3Query);
   bench_attention(**be, 1, 131072, 256);
   bench_attention(**be, 1, 32768, 32768);
   return 0;

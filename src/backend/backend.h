@@ -174,6 +174,19 @@ struct KvWriteArgs {
 // decoding of near-tied logits to agree. Backends computing in f32 ignore it.
 enum class ActivationPrecision { kFast, kExact };
 
+// How attention multiplies over an FP8 E4M3 KV cache. kF16: the E4M3 values widen to FP16
+// (exactly) and Q and P are rounded to FP16 (the default). kE4m3Query: prompt chunks also round
+// each query row to E4M3 under its own scale (absmax / 448) so Q K^T runs on the FP8 tensor
+// cores at twice the rate (FlashAttention-3's FP8 mode for the first product; P V stays FP16);
+// decode rows keep kF16. Backends without FP8 tensor cores ignore it.
+enum class Fp8AttentionMath { kF16, kE4m3Query };
+
+// A step whose attention runs as prompt chunks (the GPU's prompt kernel; kE4m3Query applies to
+// it): at least 64 query rows, at least 4 per sequence. Other steps are decode-shaped.
+inline bool attention_prompt_step(int64_t num_tokens, int64_t num_seqs) {
+  return num_tokens >= 64 && num_tokens >= 4 * num_seqs;
+}
+
 // One row of Backend::sample_rows: which logits row to draw from and how. The semantics are
 // the CPU sampler's (runner/sampler.h) for a request without logit_bias, penalties, min_tokens
 // masking or logprobs: temperature, top-k, then top-p on the renormalised top-k distribution,
@@ -260,6 +273,7 @@ class Backend {
   // run, and launch_graph replays them with the same pointers and shapes (the data behind the
   // pointers may change). Nothing may be allocated or copied to the host while capturing. ----
   virtual void set_activation_precision(ActivationPrecision p) { (void)p; }
+  virtual void set_fp8_attention_math(Fp8AttentionMath m) { (void)m; }
 
   virtual bool supports_graphs() const { return false; }
   virtual Status begin_capture() { return Unimplemented(std::string(name()) + " backend has no graphs"); }

@@ -37,6 +37,7 @@ namespace {
 
 struct EvalPrecisionFlags {
   std::string model, quantization, kv_cache_dtype = "auto", prompts, text, golden, backend = "cpu";
+  std::string fp8_attention_math = "f16";
   std::string rounding = "nearest", calibrate;  // FP8 weight rounding; gptq's calibration prompts
   bool w8a8 = false;                            // FP8 activations per token (GPU emulation)
   int64_t max_prompts = 0;         // 0 = all
@@ -123,11 +124,17 @@ Status run(const EvalPrecisionFlags& f) {
     return InvalidArgument("--calibrate is for --fp8-rounding gptq");
   if (rounding == Fp8Rounding::kGptq && !fp8_weights) return InvalidArgument("--fp8-rounding needs --quantization fp8");
   if (f.w8a8 && f.backend != "cpu") return InvalidArgument("--w8a8 emulates the GPU on the cpu backend only");
+  if (f.fp8_attention_math != "f16" && f.fp8_attention_math != "e4m3")
+    return InvalidArgument("--fp8-attention-math must be f16 or e4m3");
+  const bool e4m3_query = f.fp8_attention_math == "e4m3";
+  if (e4m3_query && !fp8_kv) return InvalidArgument("--fp8-attention-math e4m3 needs --kv-cache-dtype fp8");
   if (!fp8_weights && !fp8_kv && !f.w8a8)
     return InvalidArgument("nothing to compare: pass --quantization fp8, --w8a8 and/or --kv-cache-dtype fp8");
 
   ASSIGN_OR_RETURN(std::unique_ptr<ModelSource> src, open_model_source(f.model));
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> be, make_backend(f.backend));
+  // Only the test path has an fp8 cache, so only it takes the E4M3 query.
+  be->set_fp8_attention_math(e4m3_query ? Fp8AttentionMath::kE4m3Query : Fp8AttentionMath::kF16);
   const bool gguf = std::string(src->format()) == "gguf";
 
   // Prompts and text as token ids.
@@ -201,6 +208,7 @@ Status run(const EvalPrecisionFlags& f) {
                                       : ref_desc;
   if (f.w8a8) test_desc += ", fp8 activations per token (w8a8 emulation)";
   test_desc += fp8_kv ? ", fp8 kv cache (scales: " + kv_scale_source + ")" : ", f32 kv cache";
+  if (e4m3_query) test_desc += ", e4m3 query in prompt-chunk attention";
   const bool has_text = rep.text_tokens > 0;
   const bool pass = rep.prompts.top1_agreement() >= 0.98 && rep.prompts.mean_cosine >= 0.992 &&
                     (!has_text || rep.perplexity_increase() <= 0.02);
@@ -255,6 +263,10 @@ int cmd_eval_precision(int argc, char** argv) {
   app.add_flag("--w8a8", f.w8a8,
                "quantize the FP8 projections' inputs per token to E4M3 as the GPU does (default: weight-only)");
   app.add_option("--kv-cache-dtype", f.kv_cache_dtype, "fp8: FP8 E4M3 KV cache on the test path")
+      ->capture_default_str();
+  app.add_option("--fp8-attention-math", f.fp8_attention_math,
+                 "with --kv-cache-dtype fp8: f16, or e4m3 (prompt chunks round the query to E4M3 per row, as "
+                 "the GPU's FP8 Q K^T path)")
       ->capture_default_str();
   app.add_option("--prompts", f.prompts, "prompt file, one prompt per line ('#' lines skipped)");
   app.add_option("--text", f.text, "text file scored for perplexity");

@@ -20,6 +20,10 @@ void add_runtime_flags(CLI::App& app, RuntimeConfig* c) {
   app.add_option("--activation-precision", c->activation_precision,
                  "GPU GEMM inputs: fast (bf16) or exact (bf16 hi+lo, twice the tensor-core work)")
       ->capture_default_str();
+  app.add_option("--fp8-attention-math", c->fp8_attention_math,
+                 "FP8 KV cache: f16 (E4M3 widened, 16-bit query) or e4m3 (prompt chunks round the query to "
+                 "E4M3 for FP8 Q K^T on sm_90a)")
+      ->capture_default_str();
   app.add_option("--max-num-seqs", c->max_num_seqs, "sequences per step")->capture_default_str();
   app.add_option("--max-num-batched-tokens", c->max_num_batched_tokens, "tokens per step (chunked prefill)")
       ->capture_default_str();

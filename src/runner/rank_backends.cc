@@ -21,6 +21,7 @@ StatusOr<std::vector<std::unique_ptr<Backend>>> make_rank_backends(const RankBac
     if (!be.ok()) return o.size > 1 ? be.status().with_context("tensor parallel rank " + std::to_string(r)) : be.status();
     RETURN_IF_ERROR((*be)->make_current());
     (*be)->set_activation_precision(o.precision);
+    (*be)->set_fp8_attention_math(o.fp8_attention);
     out.push_back(std::move(*be));
   }
   RETURN_IF_ERROR(out[0]->make_current());

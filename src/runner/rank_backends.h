@@ -19,6 +19,7 @@ struct RankBackendOptions {
   std::string isa = "auto";
   int num_threads = 0;
   ActivationPrecision precision = ActivationPrecision::kFast;
+  Fp8AttentionMath fp8_attention = Fp8AttentionMath::kF16;
 };
 
 StatusOr<std::vector<std::unique_ptr<Backend>>> make_rank_backends(const RankBackendOptions& opts);

@@ -50,6 +50,9 @@ struct RuntimeConfig {
   bool allow_forced_acceptance = false;
   bool enforce_eager = false;        // no decode graphs (CUDA): every kernel launched each step
   std::string activation_precision = "fast";  // "fast" (bf16 GEMM inputs) or "exact" (backend.h)
+  // Attention over an FP8 KV cache: "f16" (E4M3 widened, 16-bit Q) or "e4m3" (prompt chunks
+  // round Q to E4M3 per row for FP8 Q K^T; backend.h Fp8AttentionMath).
+  std::string fp8_attention_math = "f16";
   int32_t max_logprobs = 20;
   // Parse special-token strings inside chat message content too (what HF's
   // apply_chat_template(tokenize=True) does). Off: users cannot inject control tokens.

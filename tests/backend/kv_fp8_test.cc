@@ -206,5 +206,53 @@ TEST(KvFp8, AttentionMatchesDequantizedReference) {
   }
 }
 
+// Fp8AttentionMath::kE4m3Query emulates the GPU's E4M3 query: on a prompt-chunk step over an
+// fp8 cache each query row is rounded to E4M3 under its own scale (absmax / 448) before
+// attention, so the output is the kF16 output on that rounded query, bit for bit; decode-shaped
+// steps are untouched.
+TEST(KvFp8, E4m3QueryRoundsThePromptStepsQueryRows) {
+  const int64_t H = 8, KVH = 2, D = 64, bs = 16;
+  auto run = [&](const std::vector<SeqSpec>& seqs, Fp8AttentionMath math, bool round_q) {
+    auto be = cpu_backend("scalar");
+    be->set_fp8_attention_math(math);
+    const int64_t S = static_cast<int64_t>(seqs.size()), kv_row = KVH * D, q_row = H * D;
+    std::vector<std::vector<float>> K(S), V(S), Q(S);
+    for (int64_t s = 0; s < S; ++s) {
+      const int64_t ctx = seqs[s].cached + seqs[s].q_len;
+      K[s] = random_floats(ctx * kv_row, 70 + 10 * s, 2.f);
+      V[s] = random_floats(ctx * kv_row, 71 + 10 * s, 0.5f);
+      Q[s] = random_floats(seqs[s].q_len * q_row, 72 + 10 * s, 3.f);
+      if (round_q) {
+        for (size_t r = 0; r < Q[s].size(); r += D) {
+          float amax = 0.f;
+          for (int64_t i = 0; i < D; ++i) amax = std::max(amax, std::fabs(Q[s][r + i]));
+          for (int64_t i = 0; i < D; ++i)
+            Q[s][r + i] = fp8e4m3_to_f32(f32_to_fp8e4m3(Q[s][r + i] * (448.f / amax), true)) * (amax / 448.f);
+        }
+      }
+    }
+    const PagedTables t = shuffled_tables(seqs, bs, 2, 9);
+    auto kbuf = be->alloc(t.num_blocks * bs * kv_row).value();
+    auto vbuf = be->alloc(t.num_blocks * bs * kv_row).value();
+    KvCacheLayer cache;
+    cache.dtype = DType::kF8E4M3;
+    cache.k_scale = 2.f / 448.f;
+    cache.v_scale = 0.5f / 448.f;
+    cache.num_blocks = t.num_blocks;
+    cache.block_size = bs;
+    cache.num_kv_heads = KVH;
+    cache.head_dim = D;
+    cache.k = kbuf.data();
+    cache.v = vbuf.data();
+    return write_and_attend(*be, cache, t, seqs, K, V, Q, H);
+  };
+  const std::vector<SeqSpec> prompt = {{0, 70}, {30, 40}};  // 110 rows for 2 sequences
+  const std::vector<float> e4m3 = run(prompt, Fp8AttentionMath::kE4m3Query, false);
+  EXPECT_EQ(e4m3, run(prompt, Fp8AttentionMath::kF16, true));
+  EXPECT_NE(e4m3, run(prompt, Fp8AttentionMath::kF16, false));  // the rounding is really there
+  const std::vector<SeqSpec> decode = {{5, 1}, {96, 1}, {300, 2}};
+  EXPECT_EQ(run(decode, Fp8AttentionMath::kE4m3Query, false), run(decode, Fp8AttentionMath::kF16, false));
+}
+
 }  // namespace
 }  // namespace lancet

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "backend/cuda/device_info.h"
 #include "cuda_test_util.h"
 
 namespace lancet {
@@ -26,12 +27,17 @@ struct Geometry {
 
 // kExact runs the CUDA-core kernel for everything (f32 arithmetic: matches the CPU to
 // rounding); kFast sends prompt chunks to the tensor-core kernel (BF16 Q, K, V, P).
+// fp8_math kE4m3Query (fp8 caches, fast precision): prompt chunks on an sm_90 GPU round each
+// query row to E4M3 under its own scale (absmax / 448) before Q K^T; the reference then reads
+// the same rounded query, so the bound stays the tensor cores' one.
 void run_attention(const Geometry& geo, int64_t block_size, DType kv_dtype, const std::vector<SeqSpec>& seqs,
-                   uint32_t seed, ActivationPrecision precision = ActivationPrecision::kExact) {
+                   uint32_t seed, ActivationPrecision precision = ActivationPrecision::kExact,
+                   Fp8AttentionMath fp8_math = Fp8AttentionMath::kF16) {
   auto g = gpu_backend();
   auto c = cpu_reference();
   ASSERT_TRUE(g && c);
   g->set_activation_precision(precision);
+  g->set_fp8_attention_math(fp8_math);
   const int64_t S = static_cast<int64_t>(seqs.size());
   const int64_t D = geo.head_dim, kv_row = geo.num_kv_heads * D, q_row = geo.num_heads * D;
   int64_t max_blocks = 0, total_blocks = 0, T = 0;
@@ -86,11 +92,24 @@ void run_attention(const Geometry& geo, int64_t block_size, DType kv_dtype, cons
   }
   const auto q = random_floats(T * q_row, seed + 3, 2.0f);
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const bool prompt_route = precision == ActivationPrecision::kFast && T >= 64 && T >= 4 * S;
+  const bool e4m3_query = fp8_math == Fp8AttentionMath::kE4m3Query && kv_dtype == DType::kF8E4M3 && prompt_route &&
+                          cuda::list_devices().at(0).sm_major == 9;
+  std::vector<float> q_ref = q;
+  if (e4m3_query) {
+    for (int64_t row = 0; row < T * geo.num_heads; ++row) {
+      float* r = q_ref.data() + row * D;
+      float amax = 0.0f;
+      for (int64_t i = 0; i < D; ++i) amax = std::max(amax, std::fabs(r[i]));
+      const float inv = amax > 0.0f ? 448.0f / amax : 0.0f, qs = amax > 0.0f ? amax / 448.0f : 1.0f;
+      for (int64_t i = 0; i < D; ++i) r[i] = fp8e4m3_to_f32(f32_to_fp8e4m3(r[i] * inv)) * qs;
+    }
+  }
 
   KvCacheLayer cc{ref_dtype, num_blocks, block_size, geo.num_kv_heads, D, kbytes.data(), vbytes.data()};
   std::vector<float> ref(T * q_row, -1.0f);
-  PagedAttentionArgs ca{T, S, geo.num_heads, max_blocks, scale, q.data(), qstart.data(), ctx.data(), tables.data(),
-                        ref.data()};
+  PagedAttentionArgs ca{T, S, geo.num_heads, max_blocks, scale, q_ref.data(), qstart.data(), ctx.data(),
+                        tables.data(), ref.data()};
   ASSERT_TRUE(c->paged_attention(ca, cc).ok());
 
   const bool fp8 = kv_dtype == DType::kF8E4M3;
@@ -113,14 +132,14 @@ void run_attention(const Geometry& geo, int64_t block_size, DType kv_dtype, cons
                      " D=" + std::to_string(D) + " bs=" + std::to_string(block_size) + " " + dtype_name(kv_dtype) +
                      " seqs:";
   for (const SeqSpec& s : seqs) what += " (" + std::to_string(s.cached) + "+" + std::to_string(s.q_len) + ")";
+  if (e4m3_query) what += " e4m3 query";
   // FP8: the scale is applied to q.k and to the output instead of to each element (a few
   // ulps of f32 apart).
   // Tensor cores: Q, K, V and P rounded to BF16 (relative error 2^-9 each) give an NMSE of
   // about 1e-5 on these random inputs; the bound leaves room for longer contexts.
   // In the fast mode every row of a bf16 or fp8 cache runs on tensor cores (prompt chunks in
   // the prefill kernel, the rest in the decode kernel); f32 caches keep the CUDA-core decode.
-  const bool flash = precision == ActivationPrecision::kFast &&
-                     ((T >= 64 && T >= 4 * S) || kv_dtype != DType::kF32);
+  const bool flash = precision == ActivationPrecision::kFast && (prompt_route || kv_dtype != DType::kF32);
   const double bound = flash ? 1e-4 : fp8 ? 1e-8 : 1e-9;
   expect_nmse(to_host<float>(*g, *dout, ref.size()), ref, bound, what + (flash ? " (tensor cores)" : ""));
 
@@ -210,6 +229,25 @@ TEST(CudaAttention, TensorCorePrefillMatchesReference) {
         // plan counts only the prompt rows, so this batch is split too.
         run_attention(geo, bs, dt, {{8743, 257}, {5, 1}, {4000, 1}, {100, 1}}, 25, ActivationPrecision::kFast);
       }
+}
+
+TEST(CudaAttention, TensorCorePrefillE4m3QueryMatchesReference) {
+  // FP8 caches with the query rounded to E4M3 per row (Fp8AttentionMath::kE4m3Query): Q K^T on
+  // E4M3 wgmma from the cache's bytes; head_dim 64 and 128, GQA 1-20, pages of 1 and 16, the
+  // split-KV path, ragged tiles with a decode row riding along.
+  std::vector<Geometry> geos(std::begin(kGeometries), std::end(kGeometries));
+  geos.push_back({40, 2, 128});
+  const auto m = Fp8AttentionMath::kE4m3Query;
+  const auto fast = ActivationPrecision::kFast;
+  for (const Geometry& geo : geos)
+    for (int64_t bs : {1, 16}) {
+      run_attention(geo, bs, DType::kF8E4M3, {{0, 64}}, 41, fast, m);
+      run_attention(geo, bs, DType::kF8E4M3, {{0, 769}}, 42, fast, m);
+      run_attention(geo, bs, DType::kF8E4M3, {{8743, 257}}, 43, fast, m);
+      run_attention(geo, bs, DType::kF8E4M3, {{0, 100}, {5, 1}, {300, 64}, {17, 130}}, 44, fast, m);
+    }
+  // Decode rows keep the FP16 query under this setting.
+  run_attention({32, 8, 128}, 16, DType::kF8E4M3, {{5, 1}, {700, 1}, {8191, 1}}, 45, fast, m);
 }
 
 TEST(CudaAttention, TensorCoreDecodeMatchesReference) {

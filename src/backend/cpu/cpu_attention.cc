@@ -93,8 +93,24 @@ Status CpuBackend::kv_write(const KvWriteArgs& a, const KvCacheLayer& c) {
   return OkStatus();
 }
 
-Status CpuBackend::paged_attention(const PagedAttentionArgs& a, const KvCacheLayer& c) {
+Status CpuBackend::paged_attention(const PagedAttentionArgs& args, const KvCacheLayer& c) {
   RETURN_IF_ERROR(check_cache(c));
+  PagedAttentionArgs a = args;
+  if (fp8_attention_ == Fp8AttentionMath::kE4m3Query && c.dtype == DType::kF8E4M3 &&
+      attention_prompt_step(a.num_tokens, a.num_seqs)) {
+    // Each query row rounded to E4M3 under its own scale, as the GPU's prompt kernel does.
+    const int64_t rows = a.num_tokens * a.num_heads, D = c.head_dim;
+    q_e4m3_.resize(static_cast<size_t>(rows * D));
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* src = a.q + r * D;
+      float* dst = q_e4m3_.data() + r * D;
+      float amax = 0.0f;
+      for (int64_t i = 0; i < D; ++i) amax = std::max(amax, std::fabs(src[i]));
+      const float inv = amax > 0.0f ? kFp8E4M3Max / amax : 0.0f, qs = amax > 0.0f ? amax / kFp8E4M3Max : 1.0f;
+      for (int64_t i = 0; i < D; ++i) dst[i] = fp8e4m3_to_f32(encode_e4m3(src[i] * inv)) * qs;
+    }
+    a.q = q_e4m3_.data();
+  }
   if (a.num_heads <= 0 || a.num_heads % c.num_kv_heads != 0)
     return InvalidArgument("paged_attention: " + std::to_string(a.num_heads) + " query heads for " +
                            std::to_string(c.num_kv_heads) + " kv heads");

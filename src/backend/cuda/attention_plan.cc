@@ -39,7 +39,7 @@ AttentionStepPlan split_plan(int64_t target, int64_t ctx, int64_t align) {
 
 AttentionRoute attention_route(const AttentionShape& s, const KvCacheLayer& c, const AttentionDevice& d) {
   const int64_t group = s.num_heads / std::max<int64_t>(c.num_kv_heads, 1);
-  if (!d.exact && s.num_tokens >= 64 && s.num_tokens >= 4 * s.num_seqs) {
+  if (!d.exact && attention_prompt_step(s.num_tokens, s.num_seqs)) {
     if (c.dtype == DType::kF32 || attention_prefill_ctas(s.num_tokens, group, c.num_kv_heads) == 0)
       return AttentionRoute::kPrefillF32Cache;
     return AttentionRoute::kPrefillPacked;

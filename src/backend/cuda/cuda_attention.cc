@@ -88,7 +88,9 @@ Status CudaBackend::paged_attention(const PagedAttentionArgs& a, const KvCacheLa
       return launch_status(launch_attention_prefill_f32_cache(a, c, err, ctx_->stream), "paged_attention");
     case AttentionRoute::kPrefillPacked:
       if (current_device_sm() == 90 && attention_prefill_sm90_available())
-        return launch_status(launch_attention_prefill_sm90(a, c, plan, err, ctx_->stream), "paged_attention");
+        return launch_status(launch_attention_prefill_sm90(a, c, plan, fp8_attention_ == Fp8AttentionMath::kE4m3Query,
+                                                           err, ctx_->stream),
+                             "paged_attention");
       return launch_status(launch_attention_prefill_sm80(a, c, plan, err, ctx_->stream), "paged_attention");
     case AttentionRoute::kDecode:
       return launch_status(launch_attention_decode(a, c, plan, err, ctx_->stream), "paged_attention");

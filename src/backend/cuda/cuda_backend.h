@@ -101,6 +101,7 @@ class CudaBackend final : public Backend {
                              float* gate_out, float* up_out, float* act) override;
 
   void set_activation_precision(ActivationPrecision p) override { precision_ = p; }
+  void set_fp8_attention_math(Fp8AttentionMath m) override { fp8_attention_ = m; }
   bool supports_graphs() const override { return true; }
   Status begin_capture() override;
   StatusOr<std::unique_ptr<BackendGraph>> end_capture() override;
@@ -143,6 +144,7 @@ class CudaBackend final : public Backend {
   Buffer x_bf16_;        // matmul input converted to bf16
   Buffer x_lo_;          // exact precision: x - bf16(x), rounded to bf16
   ActivationPrecision precision_ = ActivationPrecision::kFast;
+  Fp8AttentionMath fp8_attention_ = Fp8AttentionMath::kF16;
   Buffer x_fp8_;         // matmul input quantized to fp8 e4m3 per row
   Buffer x_scale_;       // [rows] scales of x_fp8_
   // FP8 GEMM inputs quantized by the kernel that produced them (rms_norm; the gate/up

@@ -12,9 +12,14 @@
 //
 // BF16 caches: Q and P rounded to BF16. FP8 E4M3 caches: the producer copies the E4M3 tiles
 // into a staging area and widens them to FP16 (exact) in the rings; Q and P are rounded to
-// FP16, the K scale goes into the score scale and the V scale onto the output. FP32
+// FP16, the K scale goes into the score scale and the V scale onto the output. With an E4M3
+// query (Fp8AttentionMath::kE4m3Query) the consumers round each query row to E4M3 under its
+// own scale and Q K^T runs on E4M3 wgmma from the K tiles as the cache holds them (no
+// widening of K; the row's scale joins the score scale); P V is as above. FP32
 // accumulation; scores scaled in f32. Split-KV writes the partial results that
 // launch_attention_merge combines, like the other kernels.
+#include <type_traits>
+
 #include "backend/cuda/attention/prefill_sm90_consumer.cuh"
 #include "backend/cuda/attention/prefill_sm90_layout.cuh"
 #include "backend/cuda/attention/prefill_sm90_producer.cuh"
@@ -25,15 +30,15 @@ namespace {
 
 using namespace prefill_sm90;
 
-template <int D, bool F8>
+template <int D, Sm90Kv KV>
 __global__ void __launch_bounds__(kThreads, 1) attention_prefill_sm90_kernel(const __grid_constant__ Sm90Params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Ly = Sm90Layout<D, F8>;
+  using Ly = Sm90Layout<D, KV>;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = sm90::smem_u32(smem_raw);
   const uint32_t base = (raw + 1023u) & ~1023u;  // swizzle atoms are 1024-byte periodic
   unsigned char* smem = smem_raw + (base - raw);
-  const Ring kr = k_ring<D, F8>(base), vr = v_ring<D, F8>(base);
+  const Ring kr = k_ring<D, KV>(base), vr = v_ring<D, KV>(base);
 
   const CtaWork w = locate_work(p);
   if (!w.ok) return;
@@ -52,24 +57,24 @@ __global__ void __launch_bounds__(kThreads, 1) attention_prefill_sm90_kernel(con
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     sm90::regs_dealloc<80>();
-    produce<D, F8>(p, w, n_tiles, kr, vr, smem, base, base + Ly::kStagingOffset);
+    produce<D, KV>(p, w, n_tiles, kr, vr, smem, base, base + Ly::kStagingOffset);
   } else {
     sm90::regs_alloc<208>();
-    consume<D, F8>(p, w, n_tiles, wg - 1, smem, base, kr, vr);
+    consume<D, KV>(p, w, n_tiles, wg - 1, smem, base, kr, vr);
   }
 #else
   __trap();  // launched only where the sm_90a image exists (attention_prefill_sm90_available)
 #endif
 }
 
-template <int D, bool F8>
+template <int D, Sm90Kv KV>
 cudaError_t launch_typed(const Sm90Params& p, cudaStream_t s) {
-  constexpr int kSmem = Sm90Layout<D, F8>::kSmem;
-  cudaError_t e = allow_dynamic_smem<attention_prefill_sm90_kernel<D, F8>>(kSmem);
+  constexpr int kSmem = Sm90Layout<D, KV>::kSmem;
+  cudaError_t e = allow_dynamic_smem<attention_prefill_sm90_kernel<D, KV>>(kSmem);
   if (e != cudaSuccess) return e;
   const dim3 grid(static_cast<unsigned>(p.tiles) * static_cast<unsigned>(p.num_kv_heads),
                   static_cast<unsigned>(p.num_splits));
-  attention_prefill_sm90_kernel<D, F8><<<grid, kThreads, kSmem, s>>>(p);
+  attention_prefill_sm90_kernel<D, KV><<<grid, kThreads, kSmem, s>>>(p);
   return cudaGetLastError();
 }
 
@@ -78,7 +83,7 @@ cudaError_t launch_typed(const Sm90Params& p, cudaStream_t s) {
 bool attention_prefill_sm90_available() {
   static const bool ok = [] {
     cudaFuncAttributes attr{};
-    if (cudaFuncGetAttributes(&attr, attention_prefill_sm90_kernel<128, false>) != cudaSuccess) {
+    if (cudaFuncGetAttributes(&attr, attention_prefill_sm90_kernel<128, Sm90Kv::kBf16>) != cudaSuccess) {
       cudaGetLastError();
       return false;
     }
@@ -88,7 +93,8 @@ bool attention_prefill_sm90_available() {
 }
 
 cudaError_t launch_attention_prefill_sm90(const PagedAttentionArgs& a, const KvCacheLayer& c,
-                                          const AttentionPlan& plan, unsigned* err, cudaStream_t s) {
+                                          const AttentionPlan& plan, bool fp8_query, unsigned* err,
+                                          cudaStream_t s) {
   if (a.num_tokens <= 0) return cudaSuccess;
   if (a.num_tokens > 0x3fffffffLL || a.num_seqs <= 0 || c.num_kv_heads <= 0 || a.num_heads % c.num_kv_heads != 0)
     return cudaErrorInvalidValue;
@@ -123,8 +129,18 @@ cudaError_t launch_attention_prefill_sm90(const PagedAttentionArgs& a, const KvC
   p.split_len = plan.split_len;
   p.score_scale = a.scale * kLog2e * (fp8 ? c.k_scale : 1.0f);
   p.v_scale = fp8 ? c.v_scale : 1.0f;
-  const cudaError_t e = c.head_dim == 128 ? (fp8 ? launch_typed<128, true>(p, s) : launch_typed<128, false>(p, s))
-                                          : (fp8 ? launch_typed<64, true>(p, s) : launch_typed<64, false>(p, s));
+  const Sm90Kv kv = !fp8 ? Sm90Kv::kBf16 : fp8_query ? Sm90Kv::kFp8Query : Sm90Kv::kFp8;
+  auto launch = [&](auto dim) {
+    constexpr int D = decltype(dim)::value;
+    switch (kv) {
+      case Sm90Kv::kFp8Query: return launch_typed<D, Sm90Kv::kFp8Query>(p, s);
+      case Sm90Kv::kFp8: return launch_typed<D, Sm90Kv::kFp8>(p, s);
+      case Sm90Kv::kBf16: break;
+    }
+    return launch_typed<D, Sm90Kv::kBf16>(p, s);
+  };
+  const cudaError_t e = c.head_dim == 128 ? launch(std::integral_constant<int, 128>{})
+                                          : launch(std::integral_constant<int, 64>{});
   if (e != cudaSuccess || p.num_splits == 1) return e;
   return launch_attention_merge(p.partial, a.num_tokens * a.num_heads, p.num_splits, nullptr, c.head_dim, p.out, s);
 }

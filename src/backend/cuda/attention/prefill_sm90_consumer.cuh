@@ -8,12 +8,58 @@ namespace lancet::cuda::prefill_sm90 {
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
+// An E4M3 query: rows of warpgroup wg, each rounded to E4M3 under its own scale (absmax / 448,
+// 1 for a zero row) into the swizzled Q block, the scales to qscale[row]. The D / 16 threads of
+// a row (16 values each) are neighbours in one warp.
+template <int D>
+__device__ __forceinline__ void load_q_e4m3(const Sm90Params& p, const CtaWork& w, int wg, unsigned char* sq,
+                                            float* qscale) {
+  constexpr int kPerRow = D / 16;
+  const int tid = threadIdx.x % 128;
+  for (int idx = tid; idx < 64 * kPerRow; idx += 128) {
+    const int r = wg * 64 + idx / kPerRow, c = idx % kPerRow;
+    float v[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) v[i] = 0.0f;
+    if (r < w.rows) {
+      const float4* src = reinterpret_cast<const float4*>(
+          p.q + (static_cast<int64_t>(w.qs + w.q0 + r / p.group) * p.num_heads + w.kvh * p.group + r % p.group) * D +
+          c * 16);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float4 a = src[j];
+        v[4 * j] = a.x;
+        v[4 * j + 1] = a.y;
+        v[4 * j + 2] = a.z;
+        v[4 * j + 3] = a.w;
+      }
+    }
+    float amax = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) amax = fmaxf(amax, fabsf(v[i]));
+#pragma unroll
+    for (int off = 1; off < kPerRow; off *= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+    const float inv = amax > 0.0f ? kFp8Max / amax : 0.0f;
+    unsigned words[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const __nv_fp8x2_storage_t lo = __nv_cvt_float2_to_fp8x2(make_float2(v[4 * j] * inv, v[4 * j + 1] * inv),
+                                                               __NV_SATFINITE, __NV_E4M3);
+      const __nv_fp8x2_storage_t hi = __nv_cvt_float2_to_fp8x2(make_float2(v[4 * j + 2] * inv, v[4 * j + 3] * inv),
+                                                               __NV_SATFINITE, __NV_E4M3);
+      words[j] = static_cast<unsigned>(lo) | static_cast<unsigned>(hi) << 16;
+    }
+    *reinterpret_cast<uint4*>(sq + sm90::swizzled_offset(r, c)) = make_uint4(words[0], words[1], words[2], words[3]);
+    if (c == 0) qscale[r] = amax > 0.0f ? amax / kFp8Max : 1.0f;
+  }
+}
+
 // Q rows of warpgroup wg (64 rows from CTA row 64 wg), rounded to the MMA type, into the
 // swizzled Q blocks.
-template <int D, bool F8>
+template <int D, Sm90Kv KV>
 __device__ __forceinline__ void load_q(const Sm90Params& p, const CtaWork& w, int wg, unsigned char* sq) {
-  using Ly = Sm90Layout<D, F8>;
-  constexpr MmaType T = kMmaType<F8>;
+  using Ly = Sm90Layout<D, KV>;
+  constexpr MmaType T = kMmaType<KV>;
   const int tid = threadIdx.x % 128;
   for (int idx = tid; idx < 64 * (D / 8); idx += 128) {
     const int r = wg * 64 + idx / (D / 8), c = idx % (D / 8);
@@ -29,23 +75,34 @@ __device__ __forceinline__ void load_q(const Sm90Params& p, const CtaWork& w, in
   }
 }
 
-// S = Q K^T for the warpgroup's 64 rows and the 128 keys of a K tile (issued, not waited for).
-template <int D, bool F8>
+// S = Q K^T for the warpgroup's 64 rows and the 128 keys of a K tile (issued, not waited for):
+// 16 values per k-step on 16-bit operands, 32 on E4M3 ones (32 bytes either way).
+template <int D, Sm90Kv KV>
 __device__ __forceinline__ void issue_qk(float (&s)[64], uint32_t sq, uint32_t sk, int wg) {
-  using Ly = Sm90Layout<D, F8>;
+  using Ly = Sm90Layout<D, KV>;
+  if constexpr (query_fp8(KV)) {
 #pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
-    const uint64_t da = sm90::desc_k_major(sq + (kk / 4) * Ly::kQBlock + wg * 64 * 128 + (kk % 4) * 32);
-    const uint64_t db = sm90::desc_k_major(sk + (kk / 4) * Ly::kKvBlock + (kk % 4) * 32);
-    if constexpr (F8) sm90::wgmma_m64n128k16_ss_f16(s, da, db, kk > 0);
-    else sm90::wgmma_m64n128k16_ss_bf16(s, da, db, kk > 0);
+    for (int kk = 0; kk < D / 32; ++kk) {
+      const uint64_t da = sm90::desc_k_major(sq + wg * 64 * 128 + kk * 32);
+      const uint64_t db = sm90::desc_k_major(sk + kk * 32);
+      sm90::wgmma_m64n128k32_ss_e4m3(s, da, db, kk > 0);
+    }
+  } else {
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint64_t da = sm90::desc_k_major(sq + (kk / 4) * Ly::kQBlock + wg * 64 * 128 + (kk % 4) * 32);
+      const uint64_t db = sm90::desc_k_major(sk + (kk / 4) * Ly::kKvBlock + (kk % 4) * 32);
+      if constexpr (kv_fp8(KV)) sm90::wgmma_m64n128k16_ss_f16(s, da, db, kk > 0);
+      else sm90::wgmma_m64n128k16_ss_bf16(s, da, db, kk > 0);
+    }
   }
 }
 
 // O += P V with P in registers (issued, not waited for).
-template <int D, bool F8>
+template <int D, Sm90Kv KV>
 __device__ __forceinline__ void issue_pv(float (&o)[D / 2], const unsigned (&pa)[kKeys / 16][4], uint32_t sv) {
-  using Ly = Sm90Layout<D, F8>;
+  using Ly = Sm90Layout<D, KV>;
+  constexpr bool F8 = kv_fp8(KV);
 #pragma unroll
   for (int t = 0; t < kKeys / 16; ++t) {
     const uint64_t db = sm90::desc_mn_major(sv + t * 16 * 128, Ly::kKvBlock);
@@ -61,13 +118,14 @@ struct RowState {
   int qpos[2];          // rows g and g + 8 of the thread's warp
   int first_pos;        // the warpgroup's first row
   float m[2], l[2];     // running maximum (raw score units) and sum
+  float c[2];           // raw score -> log2 units (softmax scale, K scale, the query row's scale)
 };
 
 // Masks the scores of the tile at k0 where it reaches past a row's position (or the key range),
 // turns them into P (the MMA type, the wgmma A fragment) and rescales O.
 template <int D, MmaType T>
 __device__ __forceinline__ void softmax_tile(float (&s)[64], unsigned (&pa)[kKeys / 16][4], float (&o)[D / 2],
-                                             RowState& st, int k0, int ke, float c) {
+                                             RowState& st, int k0, int ke) {
   const int tig = threadIdx.x % 4;
   if (k0 + kKeys - 1 > st.first_pos || k0 + kKeys > ke) {
 #pragma unroll
@@ -80,6 +138,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[64], unsigned (&pa)[kKey
   }
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
+    const float c = st.c[h];
     float mx = -INFINITY;
 #pragma unroll
     for (int j = 0; j < kKeys / 8; ++j) mx = fmaxf(mx, fmaxf(s[j * 4 + 2 * h], s[j * 4 + 2 * h + 1]));
@@ -137,7 +196,7 @@ __device__ __forceinline__ void store_rows(const Sm90Params& p, const CtaWork& w
         *reinterpret_cast<float2*>(part + j * 8 + tig * 2) =
             make_float2(o[j * 4 + 2 * h] * p.v_scale, o[j * 4 + 2 * h + 1] * p.v_scale);
       if (tig == 0) {
-        part[D] = st.m[h] * p.score_scale;  // log2 units
+        part[D] = st.m[h] * st.c[h];  // log2 units
         part[D + 1] = lv;
       }
     }
@@ -150,13 +209,16 @@ __device__ __forceinline__ void store_rows(const Sm90Params& p, const CtaWork& w
 // while the other's products occupy the tensor cores. Both run the same n_tiles + 1 windows and
 // multiply every tile, also where all of a warpgroup's rows are masked (their P is 0), so the
 // turns stay paired and the products are never on a divergent path.
-template <int D, bool F8>
+template <int D, Sm90Kv KV>
 __device__ __forceinline__ void consume(const Sm90Params& p, const CtaWork& w, int n_tiles, int wg,
                                         unsigned char* smem, uint32_t base, const Ring& kr, const Ring& vr) {
+  using Ly = Sm90Layout<D, KV>;
   const int tid = threadIdx.x % 128, warp = tid / 32, g = (tid % 32) / 4;
   const int G = p.group;
-  constexpr MmaType T = kMmaType<F8>;
-  load_q<D, F8>(p, w, wg, smem);
+  constexpr MmaType T = kMmaType<KV>;
+  float* qscale = reinterpret_cast<float*>(smem + Ly::kQScaleOffset);  // [kRows], E4M3 query only
+  if constexpr (query_fp8(KV)) load_q_e4m3<D>(p, w, wg, smem, qscale);
+  else load_q<D, KV>(p, w, wg, smem);
   sm90::fence_proxy_async();
   sm90::named_barrier_sync(1 + wg, 128);
 
@@ -167,10 +229,11 @@ __device__ __forceinline__ void consume(const Sm90Params& p, const CtaWork& w, i
     st.qpos[h] = w.pos0 + min((row0 + warp * 16 + g + 8 * h) / G, w.ntok - 1);
     st.m[h] = -INFINITY;
     st.l[h] = 0.0f;
+    st.c[h] = p.score_scale;
+    if constexpr (query_fp8(KV)) st.c[h] *= qscale[row0 + warp * 16 + g + 8 * h];
   }
   const bool live = row0 < w.rows;
   st.first_pos = w.pos0 + min(row0 / G, w.ntok - 1);
-  const float c = p.score_scale;
   auto key0 = [&](int it) { return w.kb + (n_tiles - 1 - it) * kKeys; };
   auto acquire = [&](const Ring& r, int it) {
     sm90::mbar_wait(r.full_bar(it), r.parity(it));
@@ -192,20 +255,20 @@ __device__ __forceinline__ void consume(const Sm90Params& p, const CtaWork& w, i
     acquire(kr, 0);
     sm90::named_barrier_sync(me, 256);
     sm90::wgmma_fence();
-    issue_qk<D, F8>(s, base, kr.tile(0), wg);
+    issue_qk<D, KV>(s, base, kr.tile(0), wg);
     sm90::wgmma_commit();
     sm90::named_barrier_arrive(other, 256);
     sm90::wgmma_wait<0>();
     sm90::fence_regs(s);
     release(kr, 0);
-    if (live) softmax_tile<D, T>(s, pa, o, st, key0(0), w.ke, c);
+    if (live) softmax_tile<D, T>(s, pa, o, st, key0(0), w.ke);
     for (int it = 0; it + 1 < n_tiles; ++it) {
       acquire(vr, it);
       acquire(kr, it + 1);
       sm90::named_barrier_sync(me, 256);
       sm90::wgmma_fence();
-      issue_pv<D, F8>(o, pa, vr.tile(it));
-      issue_qk<D, F8>(s, base, kr.tile(it + 1), wg);
+      issue_pv<D, KV>(o, pa, vr.tile(it));
+      issue_qk<D, KV>(s, base, kr.tile(it + 1), wg);
       sm90::wgmma_commit();
       sm90::named_barrier_arrive(other, 256);
       sm90::wgmma_wait<0>();
@@ -214,13 +277,13 @@ __device__ __forceinline__ void consume(const Sm90Params& p, const CtaWork& w, i
       sm90::fence_regs(s);
       release(vr, it);
       release(kr, it + 1);
-      if (live) softmax_tile<D, T>(s, pa, o, st, key0(it + 1), w.ke, c);
+      if (live) softmax_tile<D, T>(s, pa, o, st, key0(it + 1), w.ke);
     }
     const int last = n_tiles - 1;
     acquire(vr, last);
     sm90::named_barrier_sync(me, 256);
     sm90::wgmma_fence();
-    issue_pv<D, F8>(o, pa, vr.tile(last));
+    issue_pv<D, KV>(o, pa, vr.tile(last));
     sm90::wgmma_commit();
     if (wg == 0) sm90::named_barrier_arrive(other, 256);
     sm90::wgmma_wait<0>();

@@ -39,31 +39,45 @@ struct Sm90Params {
   float v_scale;       // V scale (fp8) or 1
 };
 
-// MMA operand type: BF16 for bf16 caches, FP16 for fp8 caches (E4M3 widens to FP16 exactly).
-template <bool F8>
-constexpr MmaType kMmaType = F8 ? MmaType::kF16 : MmaType::kBF16;
+// The cache and the math of a launch: a BF16 cache; an FP8 cache widened to FP16 (Q and P
+// FP16); an FP8 cache with every query row rounded to E4M3 under its own scale, so Q K^T runs
+// on E4M3 wgmma straight from the cache's bytes (P V stays FP16 on the widened V).
+enum class Sm90Kv { kBf16, kFp8, kFp8Query };
+__host__ __device__ constexpr bool kv_fp8(Sm90Kv kv) { return kv != Sm90Kv::kBf16; }
+__host__ __device__ constexpr bool query_fp8(Sm90Kv kv) { return kv == Sm90Kv::kFp8Query; }
+
+// MMA operand type of the 16-bit products: BF16 for bf16 caches, FP16 for fp8 caches (E4M3
+// widens to FP16 exactly).
+template <Sm90Kv KV>
+constexpr MmaType kMmaType = kv_fp8(KV) ? MmaType::kF16 : MmaType::kBF16;
 
 // Shared memory: Q, then a ring of K tiles and a ring of V tiles (K is needed a turn before V,
-// so its ring is deeper), then the rings' mbarriers: per stage a "full" barrier (the producer's
-// 128 threads arrive as their copies land) and an "empty" one (the 8 consumer warps arrive
-// when their products have read the stage).
+// so its ring is deeper), then (FP8) the staging slots and (E4M3 query) the query rows' scales,
+// then the rings' mbarriers: per stage a "full" barrier (the producer's 128 threads arrive as
+// their copies land) and an "empty" one (the 8 consumer warps arrive when their products have
+// read the stage). With an E4M3 query, Q and K are E4M3 rows in one 128-byte column block
+// (rows of D bytes; the upper half unused at head_dim 64).
 
-template <int D, bool F8>
+template <int D, Sm90Kv KV>
 struct Sm90Layout {
-  static constexpr int kBlocks = D / 64;          // 128-byte column blocks per row
-  static constexpr int kKStages = D == 128 ? 3 : 4;
+  static constexpr bool kF8 = kv_fp8(KV), kQuery8 = query_fp8(KV);
+  static constexpr int kBlocks = D / 64;          // 128-byte column blocks per 16-bit row
+  static constexpr int kKStages = kQuery8 || D == 64 ? 4 : 3;
   static constexpr int kVStages = D == 128 ? 2 : 4;
   static constexpr int kQBlock = kRows * 128;     // bytes of one Q column block
   static constexpr int kKvBlock = kKeys * 128;    // bytes of one K or V column block
-  static constexpr int kQBytes = kBlocks * kQBlock;
-  static constexpr int kTileBytes = kBlocks * kKvBlock;  // one K or V tile
+  static constexpr int kQBytes = (kQuery8 ? 1 : kBlocks) * kQBlock;
+  static constexpr int kKTileBytes = (kQuery8 ? 1 : kBlocks) * kKvBlock;  // one K tile
+  static constexpr int kVTileBytes = kBlocks * kKvBlock;                  // one V tile
   static constexpr int kKOffset = kQBytes;
-  static constexpr int kVOffset = kKOffset + kKStages * kTileBytes;
+  static constexpr int kVOffset = kKOffset + kKStages * kKTileBytes;
   // FP8: two staging slots of raw E4M3 tiles (kKeys rows of D bytes).
   static constexpr int kRawTileBytes = kKeys * D;
-  static constexpr int kStagingOffset = kVOffset + kVStages * kTileBytes;
-  static constexpr int kBarOffset = kStagingOffset + (F8 ? 2 * kRawTileBytes : 0);
+  static constexpr int kStagingOffset = kVOffset + kVStages * kVTileBytes;
+  static constexpr int kQScaleOffset = kStagingOffset + (kF8 ? 2 * kRawTileBytes : 0);  // [kRows] floats
+  static constexpr int kBarOffset = kQScaleOffset + (kQuery8 ? kRows * 4 : 0);
   static constexpr int kSmem = kBarOffset + 2 * (kKStages + kVStages) * 8 + 1024;  // + alignment slack
+  static_assert(kSmem <= 227 * 1024, "one CTA per multiprocessor");
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -79,17 +93,17 @@ struct Ring {
   __device__ __forceinline__ unsigned parity(int i) const { return (i / stages) & 1; }
 };
 
-template <int D, bool F8>
+template <int D, Sm90Kv KV>
 __device__ __forceinline__ Ring k_ring(uint32_t base) {
-  using Ly = Sm90Layout<D, F8>;
+  using Ly = Sm90Layout<D, KV>;
   return {base + Ly::kKOffset, base + Ly::kBarOffset, base + Ly::kBarOffset + 8 * Ly::kKStages, Ly::kKStages,
-          Ly::kTileBytes};
+          Ly::kKTileBytes};
 }
-template <int D, bool F8>
+template <int D, Sm90Kv KV>
 __device__ __forceinline__ Ring v_ring(uint32_t base) {
-  using Ly = Sm90Layout<D, F8>;
+  using Ly = Sm90Layout<D, KV>;
   const uint32_t bars = base + Ly::kBarOffset + 16 * Ly::kKStages;
-  return {base + Ly::kVOffset, bars, bars + 8 * Ly::kVStages, Ly::kVStages, Ly::kTileBytes};
+  return {base + Ly::kVOffset, bars, bars + 8 * Ly::kVStages, Ly::kVStages, Ly::kVTileBytes};
 }
 
 // The CTA's (sequence, token tile), KV head and key range; ok = false when it has no rows.

@@ -1,5 +1,6 @@
 // The Hopper prompt kernel's producer warpgroup: K and V tiles from the paged cache into the
-// rings (BF16 by cp.async; FP8 through a staging area, widened to FP16).
+// rings (BF16 by cp.async; FP8 through a staging area, widened to FP16; with an E4M3 query, K
+// by cp.async as it is and V widened).
 #pragma once
 
 #include "backend/cuda/attention/prefill_sm90_layout.cuh"
@@ -40,15 +41,15 @@ struct TileCopier {
     return (static_cast<int64_t>(blk) * p.block_size + key % p.block_size) * row_bytes + head_off;
   }
   __device__ __forceinline__ int row_of(int i) const { return warp * 32 + i * kRowsPerCopy + sub; }
-  // Copies this thread's chunks of a tile to dst, BF16: swizzled into a ring stage, FP8: rows
-  // of D bytes into a staging slot.
-  __device__ __forceinline__ void copy_rows(uint32_t dst, const void* cache, int64_t row_src) const {
+  // Copies this thread's chunks of a tile to dst: swizzled into a ring stage (128-byte column
+  // blocks; BF16 rows, or E4M3 rows of an E4M3-query K tile), else (FP8 staging) rows of D bytes.
+  __device__ __forceinline__ void copy_rows(uint32_t dst, const void* cache, int64_t row_src, bool swizzled) const {
     const unsigned char* bytes = static_cast<const unsigned char*>(cache);
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
       const int64_t src = __shfl_sync(0xffffffffu, row_src, i * kRowsPerCopy + sub);
-      const uint32_t at = F8 ? static_cast<uint32_t>(row_of(i) * D + c * 16)
-                             : (c / 8) * kKeys * 128 + sm90::swizzled_offset(row_of(i), c % 8);
+      const uint32_t at = swizzled ? (c / 8) * kKeys * 128 + sm90::swizzled_offset(row_of(i), c % 8)
+                                   : static_cast<uint32_t>(row_of(i) * D + c * 16);
       sm90::cp_async16(dst + at, bytes + (src >= 0 ? src + c * 16 : 0), src >= 0 ? 16 : 0);
     }
   }
@@ -56,6 +57,26 @@ struct TileCopier {
 
 __device__ __forceinline__ void wait_empty(const Ring& r, int it) {
   if (it >= r.stages) sm90::mbar_wait(r.empty_bar(it), r.parity(it) ^ 1);
+}
+
+// Widens this thread's chunks of staging slot `slot` (an FP8 tile of kKeys rows of D bytes)
+// to FP16 in ring stage `it` and arrives on its full barrier.
+template <int D>
+__device__ __forceinline__ void widen_tile(const TileCopier<D, true>& tc, const Ring& r, int it,
+                                           const unsigned char* src_slot, unsigned char* dst) {
+  wait_empty(r, it);
+#pragma unroll
+  for (int i = 0; i < TileCopier<D, true>::kChunks; ++i) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(src_slot + tc.row_of(i) * D + tc.c * 16);
+    uint4 lo, hi;
+    fp8x16_to_f16(raw, &lo, &hi);
+    // FP16 values c * 16 .. c * 16 + 15 of the row: chunks 2c and 2c + 1.
+    const int blk = (2 * tc.c) / 8;
+    *reinterpret_cast<uint4*>(dst + blk * kKeys * 128 + sm90::swizzled_offset(tc.row_of(i), (2 * tc.c) % 8)) = lo;
+    *reinterpret_cast<uint4*>(dst + blk * kKeys * 128 + sm90::swizzled_offset(tc.row_of(i), (2 * tc.c + 1) % 8)) = hi;
+  }
+  sm90::fence_proxy_async();
+  sm90::mbar_arrive(r.full_bar(it));
 }
 
 // Producer warpgroup, BF16: the K tile then the V tile of each step (key tile n_tiles - 1 - it)
@@ -68,7 +89,7 @@ __device__ __forceinline__ void produce_bf16(const Sm90Params& p, const CtaWork&
   const TileCopier<D, false> tc(p, w, n_tiles);
   auto copy_tile = [&](const Ring& r, int it, const void* cache, int64_t row_src) {
     wait_empty(r, it);
-    tc.copy_rows(r.tile(it), cache, row_src);
+    tc.copy_rows(r.tile(it), cache, row_src, true);
     sm90::cp_async_arrive_noinc(r.full_bar(it));
   };
   int64_t src_cur = tc.row_source(0);
@@ -91,33 +112,19 @@ __device__ __forceinline__ void produce_fp8(const Sm90Params& p, const CtaWork& 
   const TC tc(p, w, n_tiles);
   // Widens this thread's chunks of staging slot `slot` into ring stage `it` of V (or K).
   auto widen = [&](bool is_v, int it, int slot) {
-    if (is_v) wait_empty(vr, it);
-    else wait_empty(kr, it);
-    const unsigned char* src = smem + (staging - base) + slot * kKeys * D;
-    unsigned char* dst = smem + ((is_v ? vr.tile(it) : kr.tile(it)) - base);
-#pragma unroll
-    for (int i = 0; i < TC::kChunks; ++i) {
-      const uint4 raw = *reinterpret_cast<const uint4*>(src + tc.row_of(i) * D + tc.c * 16);
-      uint4 lo, hi;
-      fp8x16_to_f16(raw, &lo, &hi);
-      // FP16 values c * 16 .. c * 16 + 15 of the row: chunks 2c and 2c + 1.
-      const int blk = (2 * tc.c) / 8;
-      *reinterpret_cast<uint4*>(dst + blk * kKeys * 128 + sm90::swizzled_offset(tc.row_of(i), (2 * tc.c) % 8)) = lo;
-      *reinterpret_cast<uint4*>(dst + blk * kKeys * 128 + sm90::swizzled_offset(tc.row_of(i), (2 * tc.c + 1) % 8)) = hi;
-    }
-    sm90::fence_proxy_async();
-    sm90::mbar_arrive(is_v ? vr.full_bar(it) : kr.full_bar(it));
+    const Ring& r = is_v ? vr : kr;
+    widen_tile<D>(tc, r, it, smem + (staging - base) + slot * kKeys * D, smem + (r.tile(it) - base));
   };
   // Copy jobs in order: K 0, then per step K it + 1 and V it; job q uses slot q % 2.
   int q = 0;
   int64_t src_cur = tc.row_source(0);
-  tc.copy_rows(staging, p.k_cache, src_cur);
+  tc.copy_rows(staging, p.k_cache, src_cur, false);
   sm90::cp_async_commit();
   bool prev_v = false;  // the job waiting to be widened: V (else K) of tile prev_tile
   int prev_tile = 0;
   auto next_job = [&](bool is_v, int it, int64_t row_src) {
     ++q;
-    tc.copy_rows(staging + (q % 2) * kKeys * D, is_v ? p.v_cache : p.k_cache, row_src);
+    tc.copy_rows(staging + (q % 2) * kKeys * D, is_v ? p.v_cache : p.k_cache, row_src, false);
     sm90::cp_async_commit();
     sm90::cp_async_wait<1>();  // job q - 1 has landed
     widen(prev_v, prev_tile, (q - 1) % 2);
@@ -134,11 +141,47 @@ __device__ __forceinline__ void produce_fp8(const Sm90Params& p, const CtaWork& 
   widen(prev_v, prev_tile, q % 2);
 }
 
-template <int D, bool F8>
+// Producer warpgroup, FP8 cache with an E4M3 query: each K tile goes by cp.async straight into
+// its ring stage (E4M3, swizzled; the products read it as it is), each V tile through a staging
+// slot (two, in turn) and is widened to FP16; K one step ahead of V as in the other producers.
+template <int D>
+__device__ __forceinline__ void produce_fp8_query(const Sm90Params& p, const CtaWork& w, int n_tiles, const Ring& kr,
+                                                  const Ring& vr, unsigned char* smem, uint32_t base,
+                                                  uint32_t staging) {
+  using TC = TileCopier<D, true>;
+  const TC tc(p, w, n_tiles);
+  auto copy_k = [&](int it, int64_t row_src) {
+    wait_empty(kr, it);
+    tc.copy_rows(kr.tile(it), p.k_cache, row_src, true);
+    sm90::cp_async_arrive_noinc(kr.full_bar(it));
+  };
+  auto stage_v = [&](int it, int64_t row_src) {
+    tc.copy_rows(staging + (it % 2) * kKeys * D, p.v_cache, row_src, false);
+    sm90::cp_async_commit();
+  };
+  int64_t src_cur = tc.row_source(0);
+  copy_k(0, src_cur);
+  stage_v(0, src_cur);
+  for (int it = 0; it < n_tiles; ++it) {
+    const int64_t src_next = it + 1 < n_tiles ? tc.row_source(it + 1) : -1;
+    if (it + 1 < n_tiles) {
+      copy_k(it + 1, src_next);
+      stage_v(it + 1, src_next);
+      sm90::cp_async_wait<1>();  // V of tile it has landed (K copies fly in the newest group)
+    } else {
+      sm90::cp_async_wait<0>();
+    }
+    widen_tile<D>(tc, vr, it, smem + (staging - base) + (it % 2) * kKeys * D, smem + (vr.tile(it) - base));
+    src_cur = src_next;
+  }
+}
+
+template <int D, Sm90Kv KV>
 __device__ __forceinline__ void produce(const Sm90Params& p, const CtaWork& w, int n_tiles, const Ring& kr,
                                         const Ring& vr, unsigned char* smem, uint32_t base, uint32_t staging) {
   if (n_tiles == 0) return;
-  if constexpr (F8) produce_fp8<D>(p, w, n_tiles, kr, vr, smem, base, staging);
+  if constexpr (KV == Sm90Kv::kFp8Query) produce_fp8_query<D>(p, w, n_tiles, kr, vr, smem, base, staging);
+  else if constexpr (KV == Sm90Kv::kFp8) produce_fp8<D>(p, w, n_tiles, kr, vr, smem, base, staging);
   else produce_bf16<D>(p, w, n_tiles, kr, vr);
 }
 
