@@ -97,8 +97,8 @@ void row(const char* kind, const std::string& name, double us, double achieved, 
 std::string g_matmul_filter;
 std::string g_attn_filter;  // `bench_ops attn TEXT`: the attention cases whose label contains TEXT
 
-void bench_matmul(Backend& be, const char* name, int64_t m, int64_t k, bool fp8, std::vector<int64_t> ns) {
-  if ((std::string(fp8 ? "fp8 " : "") + name).find(g_matmul_filter) == std::string::npos) return;
+// `copies` uploads of one weight [m, k] (BF16, or FP8 with per-row scales).
+std::vector<WeightMatrix> upload_weights(Backend& be, const char* name, int64_t m, int64_t k, bool fp8, int copies) {
   std::vector<uint16_t> host(static_cast<size_t>(m * k));
   std::vector<uint8_t> host8;
   std::vector<float> scales;
@@ -116,14 +116,20 @@ void bench_matmul(Backend& be, const char* name, int64_t m, int64_t k, bool fp8,
     t = TensorView{DType::kF8E4M3, {m, k}, host8.data(), host8.size()};
     ts = TensorView{DType::kF32, {m}, scales.data(), scales.size() * 4};
   }
-  const size_t wbytes = static_cast<size_t>(m * k) * (fp8 ? 1 : 2);
-  const int copies = static_cast<int>(std::max<size_t>(1, (size_t{512} << 20) / wbytes + 1));
   std::vector<WeightMatrix> ws;
-  for (int c = 0; c < std::min(copies, 64); ++c) {
+  for (int c = 0; c < copies; ++c) {
     auto w = be.upload_weight({name, &t, fp8 ? &ts : nullptr});
     die(w.status(), "upload");
     ws.push_back(*w);
   }
+  return ws;
+}
+
+void bench_matmul(Backend& be, const char* name, int64_t m, int64_t k, bool fp8, std::vector<int64_t> ns) {
+  if ((std::string(fp8 ? "fp8 " : "") + name).find(g_matmul_filter) == std::string::npos) return;
+  const size_t wbytes = static_cast<size_t>(m * k) * (fp8 ? 1 : 2);
+  const int copies = static_cast<int>(std::max<size_t>(1, (size_t{512} << 20) / wbytes + 1));
+  const std::vector<WeightMatrix> ws = upload_weights(be, name, m, k, fp8, std::min(copies, 64));
   for (int64_t n : ns) {
     Buffer x = dev_random_f32(be, static_cast<size_t>(n * k), static_cast<uint32_t>(n)),
            y = dev_alloc(be, static_cast<size_t>(n * m) * 4);
@@ -138,6 +144,39 @@ void bench_matmul(Backend& be, const char* name, int64_t m, int64_t k, bool fp8,
       row("matmul", label, s * 1e6, 2.0 * n * m * k / s / 1e12, "TFLOP/s", fp8 ? kFp8SpecTFlops : kBf16TFlops);
     }
   }
+}
+
+// The ops of a prompt chunk's MLP block at n = 8192 rows, Llama-3-8B shape, on a fresh backend
+// (BF16 weights, or FP8 weights, which make the norm quantize its rows): the residual add +
+// RMSNorm alone (bytes: residual and x read, residual and out written, and the GEMM-input copy
+// it leaves, 2 or 1 bytes per value), then norm + gate/up + SiLU * up + down as the model
+// runs them (TFLOP/s of the three GEMMs over the whole sequence, next to the bare GEMM rows).
+void bench_prompt_mlp(bool fp8) {
+  auto made = make_backend("cuda");
+  die(made.status(), "cuda backend");
+  Backend& be = **made;
+  const int64_t n = 8192, h = 4096, inter = 14336;
+  const WeightMatrix gate = upload_weights(be, "gate", inter, h, fp8, 1)[0];
+  const WeightMatrix up = upload_weights(be, "up", inter, h, fp8, 1)[0];
+  const WeightMatrix down = upload_weights(be, "down", h, inter, fp8, 1)[0];
+  Buffer x = dev_random_f32(be, static_cast<size_t>(n * h), 1), res = dev_random_f32(be, static_cast<size_t>(n * h), 2);
+  Buffer gain = dev_random_f32(be, static_cast<size_t>(h), 3), out = dev_alloc(be, static_cast<size_t>(n * h) * 4);
+  Buffer s1 = dev_alloc(be, static_cast<size_t>(n * inter) * 4), s2 = dev_alloc(be, static_cast<size_t>(n * inter) * 4);
+  Buffer act = dev_alloc(be, static_cast<size_t>(n * inter) * 4), y = dev_alloc(be, static_cast<size_t>(n * h) * 4);
+  // The residual grows by x each call: a few dozen calls keep it far from overflow.
+  const RmsNormArgs norm{n, h, x.as<float>(), res.as<float>(), gain.as<float>(), 1e-5f, out.as<float>()};
+  const char* tag = fp8 ? "fp8 " : "";
+  const double t_norm = time_per_call(be, 20, [&](int) { die(be.rms_norm(norm), "rms_norm"); });
+  row("prompt", std::string(tag) + "rms_norm+residual n=8192 [4096]", t_norm * 1e6,
+      n * h * (16.0 + (fp8 ? 1 : 2)) / t_norm / 1e9, "GB/s", kCopyGBs);
+  const double t_mlp = time_per_call(be, 10, [&](int) {
+    die(be.rms_norm(norm), "rms_norm");
+    die(be.matmul_gate_up_silu(out.as<float>(), n, gate, up, s1.as<float>(), s2.as<float>(), act.as<float>()),
+        "gate_up_silu");
+    die(be.matmul(act.as<float>(), n, down, y.as<float>()), "down");
+  });
+  row("prompt", std::string(tag) + "norm+gate_up_silu+down n=8192", t_mlp * 1e6, 2.0 * n * 3 * inter * h / t_mlp / 1e12,
+      "TFLOP/s", fp8 ? kFp8SpecTFlops : kBf16TFlops);
 }
 
 // Random cache values, as a model writes them (normal-like spread, no NaN or inf codes), so
@@ -232,13 +271,18 @@ void bench_matmuls(Backend& be) {
 
 int main(int argc, char** argv) {
   // `bench_ops attn [TEXT]` runs the attention cases only (those whose label contains TEXT),
-  // `bench_ops matmul [TEXT]` the linear layers only.
+  // `bench_ops matmul [TEXT]` the linear layers only, `bench_ops prompt` a prompt chunk's MLP block.
   const std::string only = argc > 1 ? argv[1] : "";
   if (only == "matmul" && argc > 2) g_matmul_filter = argv[2];
   if (only == "attn" && argc > 2) g_attn_filter = argv[2];
   auto be = make_backend("cuda");
   die(be.status(), "cuda backend");
   std::printf("%-10s %-34s %13s %18s\n", "op", "case", "time", "achieved");
+  if (only.empty() || only == "prompt") {
+    bench_prompt_mlp(false);
+    bench_prompt_mlp(true);
+    if (only == "prompt") return 0;
+  }
   if (only != "attn") bench_matmuls(**be);
   if (only == "matmul") return 0;
   for (int64_t ctx : {int64_t{1024}, int64_t{8192}, int64_t{32768}, int64_t{131072}}) bench_attention(**be, 1, ctx, 1);

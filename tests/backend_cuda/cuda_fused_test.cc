@@ -15,6 +15,7 @@ namespace lancet {
 namespace {
 
 using testing::cpu_reference;
+using testing::expect_bits_equal;
 using testing::expect_nmse;
 using testing::gpu_backend;
 using testing::random_floats;
@@ -131,6 +132,108 @@ TEST(CudaFused, GateUpSiluMatchesCpu) {
   check_gate_up(false, 264, 100);
   check_gate_up(true, 272, 100);
   check_gate_up(true, 14336, 40);  // a long k: every warp of a tile gets many k-blocks
+}
+
+// ---- BF16 GEMM inputs written by their producers (fast precision, above the gemv rows) ----
+
+// The norm's BF16 copy feeds q/k/v: the same bits as when the matmul converts the norm's f32
+// output itself (a zero() in between ends the record), and the CPU's product within BF16
+// input rounding. An output 4 bytes off 16-byte alignment takes the norm's scalar path.
+TEST(CudaFused, Bf16NormThenQkvIsBitExactWithOrWithoutTheRecord) {
+  auto g = gpu_backend();
+  auto c = cpu_reference();
+  ASSERT_TRUE(g && c);
+  for (int64_t dim : {576, 4096}) {
+    const std::vector<int64_t> rows = {dim, dim / 4 + 8, dim / 4 + 8};
+    std::vector<std::unique_ptr<HostW>> hw;
+    std::vector<WeightMatrix> wg, wc;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      hw.push_back(make(false, rows[i], dim, static_cast<uint32_t>(40 + i)));
+      wg.push_back(*g->upload_weight(hw.back()->spec));
+      wc.push_back(*c->upload_weight(hw.back()->spec));
+    }
+    std::vector<const WeightMatrix*> wp = {&wg[0], &wg[1], &wg[2]};
+    auto nw = random_floats(dim, 45, 0.5f);
+    for (float& v : nw) v += 1.0f;
+    Buffer dnw = to_device(*g, nw), spare = *g->alloc(256);
+    for (int64_t n : {5, 37, 300}) for (int off : {0, 1}) {
+      const auto x = random_floats(n * dim, static_cast<uint32_t>(n + 46), 3.0f);
+      const auto res = random_floats(n * dim, static_cast<uint32_t>(n + 47));
+      const std::string what = "dim=" + std::to_string(dim) + " n=" + std::to_string(n) + " off=" + std::to_string(off);
+      std::vector<std::vector<float>> outs[2];
+      for (int run = 0; run < 2; ++run) {
+        Buffer dx = to_device(*g, x), dr = to_device(*g, res), dout_buf = *g->alloc((n * dim + 4) * 4);
+        float* dout = dout_buf.as<float>() + off;
+        std::vector<Buffer> ys;
+        std::vector<float*> yp;
+        for (int64_t r : rows) {
+          ys.push_back(*g->alloc(n * r * 4));
+          yp.push_back(ys.back().as<float>());
+        }
+        RmsNormArgs a{n, dim, dx.as<float>(), dr.as<float>(), dnw.as<float>(), 1e-5f, dout};
+        ASSERT_TRUE(g->rms_norm(a).ok());
+        if (run == 1) ASSERT_TRUE(g->zero(spare.data(), 64).ok());
+        Status st = g->matmul_multi(dout, n, wp, yp);
+        ASSERT_TRUE(st.ok()) << st.to_string();
+        ASSERT_TRUE(g->synchronize().ok());
+        for (size_t i = 0; i < rows.size(); ++i) outs[run].push_back(to_host<float>(*g, ys[i], n * rows[i]));
+      }
+      std::vector<float> xr = x, rr = res, normed(n * dim);
+      RmsNormArgs ca{n, dim, xr.data(), rr.data(), nw.data(), 1e-5f, normed.data()};
+      ASSERT_TRUE(c->rms_norm(ca).ok());
+      for (size_t i = 0; i < rows.size(); ++i) {
+        expect_bits_equal(outs[0][i], outs[1][i], what + " w" + std::to_string(i) + " with / without the record");
+        std::vector<float> ref(n * rows[i]);
+        ASSERT_TRUE(c->matmul(normed.data(), n, wc[i], ref.data()).ok());
+        expect_nmse(outs[0][i], ref, 2e-5, what + " w" + std::to_string(i) + " vs cpu");
+      }
+    }
+  }
+}
+
+// gate/up with BF16 outputs, SiLU * up writing act and its BF16 copy, then the down projection:
+// act and y the same bits whether down takes the copy or converts act itself; act within the
+// gate/up outputs' BF16 rounding of the CPU's; act aliasing the scratch takes the f32 path.
+TEST(CudaFused, Bf16GateUpSiluFeedsTheDownProjection) {
+  auto g = gpu_backend();
+  auto c = cpu_reference();
+  ASSERT_TRUE(g && c);
+  for (int64_t m : {1536, 1000}) {  // 1000: rows of n * m not a multiple of 8 for odd n
+    const int64_t k = 576;
+    auto hg = make(false, m, k, 51), hu = make(false, m, k, 52), hd = make(false, k, m, 53);
+    WeightMatrix gg = *g->upload_weight(hg->spec), gu = *g->upload_weight(hu->spec), gd = *g->upload_weight(hd->spec);
+    WeightMatrix cg = *c->upload_weight(hg->spec), cu = *c->upload_weight(hu->spec), cd = *c->upload_weight(hd->spec);
+    Buffer spare = *g->alloc(256);
+    for (int64_t n : {5, 37, 300}) {
+      const std::string what = "m=" + std::to_string(m) + " n=" + std::to_string(n);
+      const auto x = random_floats(n * k, static_cast<uint32_t>(n + 54));
+      std::vector<float> acts[3], ys[3];
+      for (int run = 0; run < 3; ++run) {  // 1: zero() before down; 2: act = gate_out
+        Buffer dx = to_device(*g, x), s1 = *g->alloc(n * m * 4), s2 = *g->alloc(n * m * 4);
+        Buffer act_buf = *g->alloc(n * m * 4), y = *g->alloc(n * k * 4);
+        float* act = run == 2 ? s1.as<float>() : act_buf.as<float>();
+        Status st = g->matmul_gate_up_silu(dx.as<float>(), n, gg, gu, s1.as<float>(), s2.as<float>(), act);
+        ASSERT_TRUE(st.ok()) << st.to_string();
+        if (run == 1) ASSERT_TRUE(g->zero(spare.data(), 64).ok());
+        ASSERT_TRUE(g->matmul(act, n, gd, y.as<float>()).ok());
+        ASSERT_TRUE(g->synchronize().ok());
+        acts[run] = to_host<float>(*g, run == 2 ? s1 : act_buf, n * m);
+        ys[run] = to_host<float>(*g, y, n * k);
+      }
+      expect_bits_equal(acts[0], acts[1], what + " act");
+      expect_bits_equal(ys[0], ys[1], what + " y");
+      std::vector<float> a(n * m), b(n * m), act_ref(n * m), y_ref(n * k);
+      ASSERT_TRUE(c->matmul(x.data(), n, cg, a.data()).ok());
+      ASSERT_TRUE(c->matmul(x.data(), n, cu, b.data()).ok());
+      ASSERT_TRUE(c->silu_mul(a.data(), b.data(), n, m, act_ref.data()).ok());
+      ASSERT_TRUE(c->matmul(act_ref.data(), n, cd, y_ref.data()).ok());
+      for (int run : {0, 2}) {
+        const std::string w = what + (run == 2 ? " (act = gate_out)" : "");
+        expect_nmse(acts[run], act_ref, 4e-5, w + " act vs cpu");
+        expect_nmse(ys[run], y_ref, 4e-5, w + " y vs cpu");
+      }
+    }
+  }
 }
 
 TEST(CudaFused, MismatchedShapesAreErrors) {

@@ -80,9 +80,6 @@ inline void expect_nmse(const std::vector<float>& got, const std::vector<float>&
   EXPECT_LE(nmse, bound) << what << ": NMSE " << nmse;
 }
 
-// x [n, k] as the FP8 GEMMs see it: each row quantized to E4M3 with the shared per-row rule
-// (scale = max(absmax / 448, 1e-12), q = e4m3(x * (1 / scale)), saturating) and widened back,
-// so that a weight-only reference on it computes the W8A8 product exactly.
 // a and b equal bit for bit (NaNs included).
 inline void expect_bits_equal(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
   ASSERT_EQ(a.size(), b.size()) << what;
@@ -93,6 +90,9 @@ inline void expect_bits_equal(const std::vector<float>& a, const std::vector<flo
                           << a[first] << " vs " << b[first] << ")";
 }
 
+// x [n, k] as the FP8 GEMMs see it: each row quantized to E4M3 with the shared per-row rule
+// (scale = max(absmax / 448, 1e-12), q = e4m3(x * (1 / scale)), saturating) and widened back,
+// so that a weight-only reference on it computes the W8A8 product exactly.
 inline std::vector<float> w8a8_input(const std::vector<float>& x, int64_t n, int64_t k) {
   std::vector<float> out(x.size());
   for (int64_t r = 0; r < n; ++r) {

@@ -97,7 +97,7 @@ StatusOr<Buffer> CudaBackend::alloc(size_t nbytes) {
 
 Status CudaBackend::copy_to_device(void* dst, const void* src, size_t nbytes) {
   if (!nbytes) return OkStatus();
-  clear_prepared_input();  // dst may be a prepared FP8 GEMM input
+  clear_prepared_input();  // dst may be a prepared GEMM input
   // From pageable memory this returns once the data is staged, so src may be reused at once.
   LANCET_CUDA_RETURN(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, ctx_->stream), "copy_to_device");
   return OkStatus();
@@ -112,7 +112,7 @@ Status CudaBackend::copy_to_host(void* dst, const void* src, size_t nbytes) {
 
 Status CudaBackend::zero(void* dst, size_t nbytes) {
   if (!nbytes) return OkStatus();
-  clear_prepared_input();  // dst may be a prepared FP8 GEMM input
+  clear_prepared_input();  // dst may be a prepared GEMM input
   LANCET_CUDA_RETURN(cudaMemsetAsync(dst, 0, nbytes, ctx_->stream), "zero");
   return OkStatus();
 }
@@ -288,15 +288,22 @@ Status CudaBackend::embedding(const WeightMatrix& table, const int32_t* ids, int
 Status CudaBackend::rms_norm(const RmsNormArgs& a) {
   if (a.rows < 0 || a.dim <= 0 || !a.weight || !a.out || (!a.x && !a.residual))
     return InvalidArgument("rms_norm: bad arguments");
-  // With FP8 weights, rows that will take the FP8 GEMM path (more than kGemvMaxRows; dims that
-  // FP8 weights can have) are quantized here, in the pass that writes them, instead of by the
-  // next matmul (fp8_prepared_ in cuda_backend.h).
-  if (has_fp8_weights_ && a.rows > kGemvMaxRows && a.dim % 16 == 0) {
+  // Rows that will take a cuBLASLt GEMM (more than kGemvMaxRows) are also written in the GEMMs'
+  // input type here, in the pass that writes them, instead of by the next matmul (prepared_ in
+  // cuda_backend.h): quantized to FP8 with FP8 weights (dims that FP8 weights can have),
+  // rounded to BF16 otherwise (fast precision; exact precision splits x in the matmul).
+  if (a.rows > kGemvMaxRows && has_fp8_weights_ && a.dim % 16 == 0) {
     RETURN_IF_ERROR(ensure_scratch(&x_fp8_, static_cast<size_t>(a.rows * a.dim)));
     RETURN_IF_ERROR(ensure_scratch(&x_scale_, static_cast<size_t>(a.rows) * sizeof(float)));
     RETURN_IF_ERROR(launch_status(launch_rms_norm_quantize_fp8(a, x_fp8_.data(), x_scale_.as<float>(), ctx_->stream),
                                   "rms_norm"));
-    set_prepared_input(a.out, a.rows, a.dim);
+    set_prepared_input(a.out, a.rows, a.dim, /*fp8=*/true);
+    return OkStatus();
+  }
+  if (a.rows > kGemvMaxRows && !has_fp8_weights_ && precision_ == ActivationPrecision::kFast) {
+    RETURN_IF_ERROR(ensure_scratch(&x_bf16_, static_cast<size_t>(a.rows * a.dim) * 2));
+    RETURN_IF_ERROR(launch_status(launch_rms_norm_bf16(a, x_bf16_.data(), ctx_->stream), "rms_norm"));
+    set_prepared_input(a.out, a.rows, a.dim, /*fp8=*/false);
     return OkStatus();
   }
   return launch_status(launch_rms_norm(a, ctx_->stream), "rms_norm");

@@ -53,8 +53,11 @@ class DeviceScope {
 // rescaled afterwards, or left unscaled for the gate/up epilogue); FP8 inputs with the per-row
 // activation and per-channel weight scales applied inside the GEMM (outer-vector scaling).
 enum class GemmKind : uint8_t { kBf16, kFp8Unit, kFp8Scaled };
+// The type the GEMM writes y in: f32, or BF16 (the BF16 gate/up GEMMs, whose outputs only feed
+// the SiLU * up kernel).
+enum class GemmOut : uint8_t { kF32, kBf16 };
 
-// A cached cuBLASLt plan for one (n, m, k, pointer alignment, kind).
+// A cached cuBLASLt plan for one (n, m, k, pointer alignment, kind, output type).
 struct GemmPlan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
@@ -96,7 +99,9 @@ class CudaBackend final : public Backend {
   // FP8 weights above kGemvMaxRows rows: gate_out / up_out are left holding the GEMM outputs
   // (UNSCALED, x_q . W_q^T, without outer-vector scaling; backend.h lets this op leave them in
   // any state, and no caller reads them), act is exact, and act's FP8 quantization is left for
-  // the down projection.
+  // the down projection. BF16 weights above kGemvMaxRows rows in fast precision: the GEMMs write
+  // BF16 into the front half of gate_out / up_out, and act is also left as the down
+  // projection's BF16 input.
   Status matmul_gate_up_silu(const float* x, int64_t n, const WeightMatrix& gate, const WeightMatrix& up,
                              float* gate_out, float* up_out, float* act) override;
 
@@ -118,23 +123,24 @@ class CudaBackend final : public Backend {
   // Grows a scratch buffer to at least nbytes (single stream: reuse is ordered).
   Status ensure_scratch(Buffer* buf, size_t nbytes);
   // kFp8Scaled plans are built with the first call's scale vectors (a_scale [m], b_scale [n]).
-  StatusOr<GemmPlan*> gemm_plan(int64_t n, int64_t m, int64_t k, unsigned align, GemmKind kind,
+  StatusOr<GemmPlan*> gemm_plan(int64_t n, int64_t m, int64_t k, unsigned align, GemmKind kind, GemmOut out,
                                 const float* a_scale = nullptr, const float* b_scale = nullptr);
   // True when the gemv kernel handles this product (few rows, aligned, k a load multiple).
   bool gemv_fits(const float* x, int64_t n, const WeightMatrix& w) const;
-  // xin is x in W's input type (bf16, or fp8 from prepare_gemm_input). kFp8Scaled applies
-  // x_scale [n] and w.scales [w.rows] inside the GEMM.
-  Status gemm_cublas(const void* xin, int64_t n, const WeightMatrix& w, float* y, GemmKind kind,
-                     const float* x_scale = nullptr, float beta = 0.0f);
+  // xin is x in W's input type (bf16, or fp8 from prepare_gemm_input); y is [n, w.rows] of
+  // out's type. kFp8Scaled applies x_scale [n] and w.scales [w.rows] inside the GEMM.
+  Status gemm_cublas(const void* xin, int64_t n, const WeightMatrix& w, void* y, GemmKind kind,
+                     const float* x_scale = nullptr, float beta = 0.0f, GemmOut out = GemmOut::kF32);
   Status prepare_gemm_input(const float* x, int64_t n, int64_t k, bool fp8);
   // y = x . W^T from the prepared input. FP8 without outer-vector scaling: rescale = false
   // leaves y unscaled (x_q . W_q^T) for an epilogue that applies the scales.
   Status gemm_prepared(int64_t n, const WeightMatrix& w, float* y, bool rescale = true);
   // Also ends the prepared-input record (below): every op's kernels report through it.
   Status launch_status(cudaError_t e, const char* op);
-  // Notes that x_fp8_ / x_scale_ now hold x [n, k] quantized (see fp8_prepared_).
-  void set_prepared_input(const float* x, int64_t n, int64_t k) { fp8_prepared_ = {x, n, k, capturing_}; }
-  void clear_prepared_input() { fp8_prepared_ = PreparedInput{}; }
+  // Notes that x_fp8_ / x_scale_ (fp8) or x_bf16_ (!fp8) now hold x [n, k] in the GEMMs' input
+  // type (see prepared_).
+  void set_prepared_input(const float* x, int64_t n, int64_t k, bool fp8) { prepared_ = {x, n, k, fp8, capturing_}; }
+  void clear_prepared_input() { prepared_ = PreparedInput{}; }
 
   std::shared_ptr<CudaContext> ctx_;
   int num_sms_ = 0;
@@ -147,10 +153,11 @@ class CudaBackend final : public Backend {
   Fp8AttentionMath fp8_attention_ = Fp8AttentionMath::kF16;
   Buffer x_fp8_;         // matmul input quantized to fp8 e4m3 per row
   Buffer x_scale_;       // [rows] scales of x_fp8_
-  // FP8 GEMM inputs quantized by the kernel that produced them (rms_norm; the gate/up
-  // epilogue of matmul_gate_up_silu, which quantizes act for the down projection), so that
-  // prepare_gemm_input skips its quantization pass. The record says "x_fp8_ / x_scale_ hold
-  // x [n, k] quantized" and lives from the producing op to the first kernel of the next op:
+  // GEMM inputs written in the GEMMs' input type by the kernel that produced them (rms_norm; the
+  // gate/up epilogue of matmul_gate_up_silu, which writes act for the down projection): FP8
+  // quantized (x_fp8_ / x_scale_), or BF16 (x_bf16_, fast precision only), so that
+  // prepare_gemm_input skips its conversion pass. The record says "x_fp8_ / x_scale_ (or
+  // x_bf16_) hold x [n, k]" and lives from the producing op to the first kernel of the next op:
   //  - launch_status() clears it, and every op reports its launches through launch_status
   //    (the producers set it after their own launch), as do copy_to_device, zero and alloc
   //    (a new buffer, written by the upload that follows, may reuse a freed input's address);
@@ -171,9 +178,10 @@ class CudaBackend final : public Backend {
     const float* x = nullptr;  // [n, k]
     int64_t n = 0;
     int64_t k = 0;
+    bool fp8 = false;  // which scratch holds it
     bool capturing = false;
   };
-  PreparedInput fp8_prepared_;
+  PreparedInput prepared_;
   // An F8E4M3 weight was uploaded as FP8: rms_norm then quantizes its output for the FP8 GEMMs.
   bool has_fp8_weights_ = false;
   // Scratch buffers replaced by larger ones stay alive: captured graphs may still use them.
@@ -183,7 +191,7 @@ class CudaBackend final : public Backend {
   Buffer err_word_;      // unsigned error bits set by kernels (kernels.h)
   // sample_rows staging: params then tokens, pinned on the host and on the device.
   Buffer sample_host_, sample_dev_;
-  std::map<std::tuple<int64_t, int64_t, int64_t, unsigned, GemmKind>, GemmPlan> plans_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, unsigned, GemmKind, GemmOut>, GemmPlan> plans_;
   // False once cuBLASLt offered no outer-vector-scaled FP8 algorithm (older libraries): the FP8
   // GEMMs then run with unit scales and a rescale pass.
   bool fp8_outer_scaling_ = true;

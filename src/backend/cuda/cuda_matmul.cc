@@ -3,11 +3,13 @@
 //    f32 x; q/k/v share one launch and gate/up/SiLU*mul another.
 //  - BF16, larger n: cuBLASLt with x converted to BF16 on the device, FP32 accumulation and output
 //    (ActivationPrecision::kExact: x split into bf16 hi + lo and both multiplied, accumulating).
+//    In fast precision the conversion is skipped when the op that produced x wrote its BF16 copy
+//    (rms_norm; the gate/up SiLU * up kernel), and gate/up write BF16 outputs for that kernel.
 //  - FP8, larger n: x quantized per row to E4M3 (dynamic per-token scales), then one cuBLASLt
 //    FP8 GEMM that applies the per-row activation and per-channel weight scales itself
 //    (outer-vector scaling, cuBLASLt 12.9+; with older libraries a unit-scale GEMM and a rescale
 //    pass over the f32 result). The quantization is skipped when the op that produced x already
-//    did it (rms_norm; the gate/up epilogue for the down projection: fp8_prepared_ in
+//    did it (rms_norm; the gate/up epilogue for the down projection: prepared_ in
 //    cuda_backend.h); gate/up run unit-scale GEMMs and apply their scales, SiLU * up and act's
 //    quantization in one epilogue pass.
 // In cuBLASLt's column-major terms: y^T [m, n] = op_T(W stored [k, m]) . x^T stored [k, n] ("TN",
@@ -53,7 +55,7 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 // kFp8Scaled: a_scale [m] and b_scale [n] are the first call's scale vectors (cuBLASLt checks
 // the scale pointers when it picks the algorithm; each call sets its own).
-Status build_plan(cublasLtHandle_t lt, int64_t n, int64_t m, int64_t k, unsigned align, GemmKind kind,
+Status build_plan(cublasLtHandle_t lt, int64_t n, int64_t m, int64_t k, unsigned align, GemmKind kind, GemmOut out,
                   const float* a_scale, const float* b_scale, size_t workspace, GemmPlan* p) {
   const bool fp8 = kind != GemmKind::kBf16;
   LANCET_CUBLAS_RETURN(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul desc");
@@ -81,7 +83,8 @@ Status build_plan(cublasLtHandle_t lt, int64_t n, int64_t m, int64_t k, unsigned
   const cudaDataType_t in = fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
   LANCET_CUBLAS_RETURN(cublasLtMatrixLayoutCreate(&p->a, in, k, m, k), "layout W");
   LANCET_CUBLAS_RETURN(cublasLtMatrixLayoutCreate(&p->b, in, k, n, k), "layout x");
-  LANCET_CUBLAS_RETURN(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, m, n, m), "layout y");
+  LANCET_CUBLAS_RETURN(
+      cublasLtMatrixLayoutCreate(&p->c, out == GemmOut::kBf16 ? CUDA_R_16BF : CUDA_R_32F, m, n, m), "layout y");
   cublasLtMatmulPreference_t pref = nullptr;
   LANCET_CUBLAS_RETURN(cublasLtMatmulPreferenceCreate(&pref), "preference");
   const uint64_t ws = workspace;
@@ -128,12 +131,12 @@ GemvSegment segment(const WeightMatrix& w, float* y) {
 }  // namespace
 
 StatusOr<GemmPlan*> CudaBackend::gemm_plan(int64_t n, int64_t m, int64_t k, unsigned align, GemmKind kind,
-                                           const float* a_scale, const float* b_scale) {
-  const auto key = std::make_tuple(n, m, k, align, kind);
+                                           GemmOut out, const float* a_scale, const float* b_scale) {
+  const auto key = std::make_tuple(n, m, k, align, kind, out);
   auto it = plans_.find(key);
   if (it != plans_.end()) return &it->second;
   GemmPlan p;
-  Status st = build_plan(lt_, n, m, k, align, kind, a_scale, b_scale, workspace_bytes_, &p);
+  Status st = build_plan(lt_, n, m, k, align, kind, out, a_scale, b_scale, workspace_bytes_, &p);
   if (!st.ok()) {
     destroy_plan(p);
     // A library without outer-vector scaling rejects the scale modes or finds no algorithm.
@@ -148,10 +151,10 @@ bool CudaBackend::gemv_fits(const float* x, int64_t n, const WeightMatrix& w) co
          aligned16(w.data);
 }
 
-Status CudaBackend::gemm_cublas(const void* xin, int64_t n, const WeightMatrix& w, float* y, GemmKind kind,
-                                const float* x_scale, float beta) {
+Status CudaBackend::gemm_cublas(const void* xin, int64_t n, const WeightMatrix& w, void* y, GemmKind kind,
+                                const float* x_scale, float beta, GemmOut out) {
   const unsigned align = common_alignment(w.data, xin, y);
-  ASSIGN_OR_RETURN(GemmPlan* plan, gemm_plan(n, w.rows, w.cols, align, kind, w.scales, x_scale));
+  ASSIGN_OR_RETURN(GemmPlan* plan, gemm_plan(n, w.rows, w.cols, align, kind, out, w.scales, x_scale));
   // The scale vectors are per call (the plan is shared by every weight of this shape).
   if (kind == GemmKind::kFp8Scaled) RETURN_IF_ERROR(set_scale_pointers(plan->op, w.scales, x_scale));
   const float alpha = 1.0f;
@@ -162,12 +165,14 @@ Status CudaBackend::gemm_cublas(const void* xin, int64_t n, const WeightMatrix& 
 }
 
 // x converted (bf16) or quantized (fp8, with per-row scales) into scratch, once for every
-// weight of that input type. FP8: nothing to do when the op that wrote x left its quantization
-// (the record is consumed either way: the caller's kernels follow).
+// weight of that input type. Nothing to do when the op that wrote x left it in that type (the
+// record is consumed either way: the caller's kernels follow).
 Status CudaBackend::prepare_gemm_input(const float* x, int64_t n, int64_t k, bool fp8) {
-  const PreparedInput rec = fp8_prepared_;
+  const PreparedInput rec = prepared_;
   clear_prepared_input();
-  if (fp8 && rec.x == x && rec.n == n && rec.k == k && rec.capturing == capturing_) return OkStatus();
+  if (rec.x == x && rec.n == n && rec.k == k && rec.fp8 == fp8 && rec.capturing == capturing_ &&
+      (fp8 || precision_ == ActivationPrecision::kFast))
+    return OkStatus();
   if (fp8) {
     RETURN_IF_ERROR(ensure_scratch(&x_fp8_, static_cast<size_t>(n * k)));
     RETURN_IF_ERROR(ensure_scratch(&x_scale_, static_cast<size_t>(n) * sizeof(float)));
@@ -275,9 +280,24 @@ Status CudaBackend::matmul_gate_up_silu(const float* x, int64_t n, const WeightM
   }
   RETURN_IF_ERROR(prepare_gemm_input(x, n, gate.cols, gate.dtype == DType::kF8E4M3));
   if (gate.dtype != DType::kF8E4M3) {
-    RETURN_IF_ERROR(gemm_prepared(n, gate, gate_out));
-    RETURN_IF_ERROR(gemm_prepared(n, up, up_out));
-    return silu_mul(gate_out, up_out, n, gate.rows, act);
+    // Fast precision, act apart from the scratch: BF16 GEMM outputs (half of the bytes the
+    // SiLU * up pass reads), and act also written in BF16 for the down projection.
+    const auto overlaps = [&](const float* p) { return act < p + n * gate.rows && p < act + n * gate.rows; };
+    if (precision_ != ActivationPrecision::kFast || overlaps(gate_out) || overlaps(up_out)) {
+      RETURN_IF_ERROR(gemm_prepared(n, gate, gate_out));
+      RETURN_IF_ERROR(gemm_prepared(n, up, up_out));
+      return silu_mul(gate_out, up_out, n, gate.rows, act);
+    }
+    RETURN_IF_ERROR(gemm_cublas(x_bf16_.data(), n, gate, gate_out, GemmKind::kBf16, nullptr, 0.0f, GemmOut::kBf16));
+    RETURN_IF_ERROR(gemm_cublas(x_bf16_.data(), n, up, up_out, GemmKind::kBf16, nullptr, 0.0f, GemmOut::kBf16));
+    // x_bf16_ (the GEMMs' input, read before this kernel in stream order) now takes act; a
+    // larger buffer retires the old one, which the enqueued GEMMs still read.
+    RETURN_IF_ERROR(ensure_scratch(&x_bf16_, static_cast<size_t>(n * gate.rows) * 2));
+    RETURN_IF_ERROR(launch_status(
+        launch_silu_mul_bf16(gate_out, up_out, n * gate.rows, act, x_bf16_.data(), ctx_->stream),
+        "matmul_gate_up_silu"));
+    set_prepared_input(act, n, gate.rows, /*fp8=*/false);
+    return OkStatus();
   }
   // FP8: the two GEMMs (scaled by cuBLASLt, or left UNSCALED, x_q . W_q^T, without outer-vector
   // scaling; backend.h lets this op leave that scratch in any state), then one epilogue that
@@ -306,7 +326,7 @@ Status CudaBackend::matmul_gate_up_silu(const float* x, int64_t n, const WeightM
   e.q = x_fp8_.data();
   e.q_scale = x_scale_.as<float>();
   RETURN_IF_ERROR(launch_status(launch_fp8_silu_mul_quantize(e, ctx_->stream), "matmul_gate_up_silu"));
-  set_prepared_input(act, n, gate.rows);
+  set_prepared_input(act, n, gate.rows, /*fp8=*/true);
   return OkStatus();
 }
 

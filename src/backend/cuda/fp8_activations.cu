@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "backend/cuda/fp8_pack.cuh"
 #include "backend/cuda/kernels.h"
 
 namespace lancet::cuda {
@@ -34,14 +35,6 @@ __device__ __forceinline__ float block_row_scale(float m, float* red) {
 
 __device__ __forceinline__ float abs_max4(float m, float4 v) {
   return fmaxf(fmaxf(m, fmaxf(fabsf(v.x), fabsf(v.y))), fmaxf(fabsf(v.z), fabsf(v.w)));
-}
-
-// Four values times inv, each converted as __nv_fp8_e4m3(v * inv) converts it (round to
-// nearest, saturating), packed little-endian: one 4-byte store instead of four 1-byte ones.
-__device__ __forceinline__ uint32_t fp8x4(float4 v, float inv) {
-  const __nv_fp8x2_storage_t lo = __nv_cvt_float2_to_fp8x2(make_float2(v.x * inv, v.y * inv), __NV_SATFINITE, __NV_E4M3);
-  const __nv_fp8x2_storage_t hi = __nv_cvt_float2_to_fp8x2(make_float2(v.z * inv, v.w * inv), __NV_SATFINITE, __NV_E4M3);
-  return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
 }
 
 // One block per row: the row's absmax, then the row again (from L2) quantized. kVec: k % 4 == 0

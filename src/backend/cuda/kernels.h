@@ -39,6 +39,9 @@ cudaError_t launch_rms_norm(const RmsNormArgs& a, cudaStream_t s);
 cudaError_t launch_rope(const RopeArgs& a, unsigned* err, cudaStream_t s);
 cudaError_t launch_silu_mul(const float* gate /*[n]*/, const float* up /*[n]*/, int64_t n, float* out /*[n]*/,
                             cudaStream_t s);
+// out = silu(gate) * up from BF16 values (GEMM outputs), and out rounded to BF16 in out_bf16.
+cudaError_t launch_silu_mul_bf16(const void* gate /*[n] bf16*/, const void* up /*[n] bf16*/, int64_t n,
+                                 float* out /*[n]*/, void* out_bf16 /*[n] bf16*/, cudaStream_t s);
 cudaError_t launch_gather_rows(const float* x /*[n, d]*/, int64_t n, int64_t d, const int32_t* rows /*[r]*/,
                                int64_t r, float* out /*[r, d]*/, unsigned* err, cudaStream_t s);
 cudaError_t launch_kv_write(const KvWriteArgs& a, const KvCacheLayer& cache, unsigned* err, cudaStream_t s);
@@ -163,6 +166,8 @@ constexpr float kFp8MinScale = 1e-12f;
 // (elementwise.cu); out is written exactly as launch_rms_norm writes it.
 cudaError_t launch_rms_norm_quantize_fp8(const RmsNormArgs& a, void* q /*[rows, dim] e4m3*/,
                                          float* scale /*[rows]*/, cudaStream_t s);
+// launch_rms_norm, and out also rounded to BF16 in y (what launch_f32_to_bf16 makes of out).
+cudaError_t launch_rms_norm_bf16(const RmsNormArgs& a, void* y /*[rows, dim] bf16*/, cudaStream_t s);
 
 // The FP8 gate/up GEMMs' shared epilogue: act = silu(g) * u, bit for bit what launch_silu_mul
 // gives on the two GEMM outputs (with x_scale set: g = gate[i, j] * (x_scale[i] *
