@@ -38,6 +38,7 @@ namespace {
 struct EvalPrecisionFlags {
   std::string model, quantization, kv_cache_dtype = "auto", prompts, text, golden, backend = "cpu";
   std::string fp8_attention_math = "f16";
+  std::string reference_kv_cache_dtype = "float32";
   std::string rounding = "nearest", calibrate;  // FP8 weight rounding; gptq's calibration prompts
   bool w8a8 = false;                            // FP8 activations per token (GPU emulation)
   int64_t max_prompts = 0;         // 0 = all
@@ -96,8 +97,10 @@ Status run_golden(LlamaModel& ref, LlamaModel& test, Backend& be, const std::str
     for (int32_t p : pos)
       if (p < 0 || p >= static_cast<int32_t>(ids.size()))
         return InvalidArgument(golden_path + ": " + c.name + ".positions outside the prompt");
-    ASSIGN_OR_RETURN(auto a, sequence_logits(ref, be, ids, cfg.ref_kv_dtype, cfg.block_size, cfg.text_chunk));
-    ASSIGN_OR_RETURN(auto b, sequence_logits(test, be, ids, cfg.test_kv_dtype, cfg.block_size, cfg.text_chunk, &cfg));
+    ASSIGN_OR_RETURN(auto a, sequence_logits(ref, be, ids, cfg.ref_kv_dtype, cfg.block_size, cfg.text_chunk, &cfg,
+                                             cfg.ref_fp8_attention_math));
+    ASSIGN_OR_RETURN(auto b, sequence_logits(test, be, ids, cfg.test_kv_dtype, cfg.block_size, cfg.text_chunk, &cfg,
+                                             cfg.test_fp8_attention_math));
     accumulate_agreement(a.data(), b.data(), static_cast<int64_t>(ids.size()), V, &rep->prompts);
     rep->num_prompts++;
     const float* hf = static_cast<const float*>(lg_t->data);
@@ -128,13 +131,19 @@ Status run(const EvalPrecisionFlags& f) {
     return InvalidArgument("--fp8-attention-math must be f16 or e4m3");
   const bool e4m3_query = f.fp8_attention_math == "e4m3";
   if (e4m3_query && !fp8_kv) return InvalidArgument("--fp8-attention-math e4m3 needs --kv-cache-dtype fp8");
-  if (!fp8_weights && !fp8_kv && !f.w8a8)
-    return InvalidArgument("nothing to compare: pass --quantization fp8, --w8a8 and/or --kv-cache-dtype fp8");
+  const std::string& rk = f.reference_kv_cache_dtype;
+  if (rk != "float32" && rk != "bfloat16" && rk != "fp8")
+    return InvalidArgument("--reference-kv-cache-dtype must be float32, bfloat16 or fp8");
+  const DType ref_kv = rk == "fp8" ? DType::kF8E4M3 : (rk == "bfloat16" ? DType::kBF16 : DType::kF32);
+  if (ref_kv == DType::kF8E4M3 && !fp8_kv)
+    return InvalidArgument("--reference-kv-cache-dtype fp8 needs --kv-cache-dtype fp8 (the test path's scales)");
+  const bool kv_differs = fp8_kv ? (ref_kv != DType::kF8E4M3 || e4m3_query) : ref_kv != DType::kF32;
+  if (!fp8_weights && !kv_differs && !f.w8a8)
+    return InvalidArgument("nothing to compare: pass --quantization fp8, --w8a8 and/or --kv-cache-dtype fp8 (with "
+                           "--reference-kv-cache-dtype fp8: --fp8-attention-math e4m3)");
 
   ASSIGN_OR_RETURN(std::unique_ptr<ModelSource> src, open_model_source(f.model));
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> be, make_backend(f.backend));
-  // Only the test path has an fp8 cache, so only it takes the E4M3 query.
-  be->set_fp8_attention_math(e4m3_query ? Fp8AttentionMath::kE4m3Query : Fp8AttentionMath::kF16);
   const bool gguf = std::string(src->format()) == "gguf";
 
   // Prompts and text as token ids.
@@ -176,6 +185,9 @@ Status run(const EvalPrecisionFlags& f) {
 
   PrecisionEvalConfig cfg;
   cfg.test_kv_dtype = fp8_kv ? DType::kF8E4M3 : DType::kF32;
+  cfg.ref_kv_dtype = ref_kv;
+  // Only the test path rounds the query to E4M3; an FP8 reference multiplies in FP16.
+  cfg.test_fp8_attention_math = e4m3_query ? Fp8AttentionMath::kE4m3Query : Fp8AttentionMath::kF16;
   std::string kv_scale_source;
   if (fp8_kv) {
     // The scales the runtime would use: the checkpoint's, else calibrated on the built-in text.
@@ -202,10 +214,14 @@ Status run(const EvalPrecisionFlags& f) {
 
   const TensorView* q0 = src->find("model.layers.0.self_attn.q_proj.weight");
   const std::string stored = q0 ? dtype_name(q0->dtype) : "?";
-  const std::string ref_desc = gguf ? "bf16 (gguf " + stored + " dequantized)" : stored + " weights";
+  const std::string ref_weights = gguf ? "bf16 (gguf " + stored + " dequantized)" : stored + " weights";
+  const std::string ref_desc =
+      ref_weights + ", " +
+      (ref_kv == DType::kF8E4M3 ? "fp8 kv cache (the test path's scales), fp16 query"
+                                : ref_kv == DType::kBF16 ? "bf16 kv cache" : "f32 kv cache");
   std::string test_desc = fp8_weights ? std::string("fp8 e4m3 weights (per channel, rounding ") +
                                             fp8_rounding_name(rounding) + ")"
-                                      : ref_desc;
+                                      : ref_weights;
   if (f.w8a8) test_desc += ", fp8 activations per token (w8a8 emulation)";
   test_desc += fp8_kv ? ", fp8 kv cache (scales: " + kv_scale_source + ")" : ", f32 kv cache";
   if (e4m3_query) test_desc += ", e4m3 query in prompt-chunk attention";
@@ -267,6 +283,10 @@ int cmd_eval_precision(int argc, char** argv) {
   app.add_option("--fp8-attention-math", f.fp8_attention_math,
                  "with --kv-cache-dtype fp8: f16, or e4m3 (prompt chunks round the query to E4M3 per row, as "
                  "the GPU's FP8 Q K^T path)")
+      ->capture_default_str();
+  app.add_option("--reference-kv-cache-dtype", f.reference_kv_cache_dtype,
+                 "the reference path's KV cache: float32, bfloat16, or fp8 (the test path's cache and scales, "
+                 "multiplied with a 16-bit query: isolates --fp8-attention-math e4m3)")
       ->capture_default_str();
   app.add_option("--prompts", f.prompts, "prompt file, one prompt per line ('#' lines skipped)");
   app.add_option("--text", f.text, "text file scored for perplexity");

@@ -93,11 +93,14 @@ void add_agreement(const float* ref, const float* test, int64_t n, int64_t V, Ag
 // One sequence in its own paged cache, prefilled chunk by chunk.
 struct CachedSequence {
   LlamaModel* model = nullptr;
+  Backend* backend = nullptr;
+  Fp8AttentionMath math = Fp8AttentionMath::kF16;
   std::unique_ptr<LlamaExecutor> executor;
   std::unique_ptr<SequenceRunner> seq;
 
   static StatusOr<CachedSequence> create(LlamaModel& model, Backend& backend, int64_t len, DType kv_dtype,
-                                         int64_t block_size, const PrecisionEvalConfig* scales) {
+                                         int64_t block_size, const PrecisionEvalConfig* scales,
+                                         Fp8AttentionMath math) {
     if (len > model.max_model_len())
       return OutOfRange("sequence of " + std::to_string(len) + " tokens is past the model's length " +
                         std::to_string(model.max_model_len()));
@@ -106,6 +109,8 @@ struct CachedSequence {
     const KvBlockConfig blocks{(len + block_size - 1) / block_size + 1, static_cast<int32_t>(block_size)};
     CachedSequence cs;
     cs.model = &model;
+    cs.backend = &backend;
+    cs.math = math;
     ASSIGN_OR_RETURN(cs.executor, LlamaExecutor::create(model, blocks, kv_dtype, eo));
     if (kv_dtype == DType::kF8E4M3 && scales && !scales->kv_k_scales.empty())
       RETURN_IF_ERROR(cs.executor->set_kv_scales(scales->kv_k_scales, scales->kv_v_scales));
@@ -117,6 +122,7 @@ struct CachedSequence {
   // sequence is (chunks come in order).
   Status run(const std::vector<int32_t>& ids, int64_t start, int64_t n, std::vector<float>* logits) {
     if (start != seq->position()) return Internal("precision eval: chunks out of order");
+    backend->set_fp8_attention_math(math);  // the other path may have set the shared backend
     std::vector<int32_t> all(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) all[i] = static_cast<int32_t>(i);
     RETURN_IF_ERROR(seq->step(std::span<const int32_t>(ids.data() + start, n), all, logits));
@@ -138,10 +144,10 @@ Status check_ids(const std::vector<int32_t>& ids, int64_t V) {
 
 StatusOr<std::vector<float>> sequence_logits(LlamaModel& model, Backend& backend, const std::vector<int32_t>& ids,
                                              DType kv_dtype, int64_t block_size, int64_t chunk,
-                                             const PrecisionEvalConfig* scales) {
+                                             const PrecisionEvalConfig* scales, Fp8AttentionMath math) {
   const int64_t L = static_cast<int64_t>(ids.size()), V = model.config().vocab_size;
   RETURN_IF_ERROR(check_ids(ids, V));
-  ASSIGN_OR_RETURN(CachedSequence cs, CachedSequence::create(model, backend, L, kv_dtype, block_size, scales));
+  ASSIGN_OR_RETURN(CachedSequence cs, CachedSequence::create(model, backend, L, kv_dtype, block_size, scales, math));
   if (chunk <= 0) chunk = L;
   std::vector<float> out(static_cast<size_t>(L * V)), lg;
   for (int64_t start = 0; start < L; start += chunk) {
@@ -184,10 +190,12 @@ StatusOr<PrecisionReport> eval_precision(LlamaModel& ref, LlamaModel& test, Back
   AgreementSums ps;
   for (size_t i = 0; i < prompts.size(); ++i) {
     auto t0 = std::chrono::steady_clock::now();
-    auto a = sequence_logits(ref, backend, prompts[i], cfg.ref_kv_dtype, cfg.block_size, 0);
+    auto a = sequence_logits(ref, backend, prompts[i], cfg.ref_kv_dtype, cfg.block_size, 0, &cfg,
+                             cfg.ref_fp8_attention_math);
     if (!a.ok()) return a.status().with_context("prompt " + std::to_string(i));
     auto t1 = std::chrono::steady_clock::now();
-    auto b = sequence_logits(test, backend, prompts[i], cfg.test_kv_dtype, cfg.block_size, 0, &cfg);
+    auto b = sequence_logits(test, backend, prompts[i], cfg.test_kv_dtype, cfg.block_size, 0, &cfg,
+                             cfg.test_fp8_attention_math);
     if (!b.ok()) return b.status().with_context("prompt " + std::to_string(i));
     r.ref_seconds += std::chrono::duration<double>(t1 - t0).count();
     r.test_seconds += seconds_since(t1);
@@ -200,8 +208,10 @@ StatusOr<PrecisionReport> eval_precision(LlamaModel& ref, LlamaModel& test, Back
     RETURN_IF_ERROR(check_ids(text, V));
     const int64_t L = static_cast<int64_t>(text.size());
     const int64_t chunk = cfg.text_chunk > 0 ? cfg.text_chunk : L;
-    ASSIGN_OR_RETURN(CachedSequence ra, CachedSequence::create(ref, backend, L, cfg.ref_kv_dtype, cfg.block_size, &cfg));
-    ASSIGN_OR_RETURN(CachedSequence rb, CachedSequence::create(test, backend, L, cfg.test_kv_dtype, cfg.block_size, &cfg));
+    ASSIGN_OR_RETURN(CachedSequence ra, CachedSequence::create(ref, backend, L, cfg.ref_kv_dtype, cfg.block_size, &cfg,
+                                                               cfg.ref_fp8_attention_math));
+    ASSIGN_OR_RETURN(CachedSequence rb, CachedSequence::create(test, backend, L, cfg.test_kv_dtype, cfg.block_size,
+                                                               &cfg, cfg.test_fp8_attention_math));
     AgreementSums ts;
     double nll_a = 0, nll_b = 0;
     std::vector<float> a, b;

@@ -18,8 +18,12 @@ namespace lancet {
 
 struct PrecisionEvalConfig {
   int64_t block_size = 16;
-  DType ref_kv_dtype = DType::kF32;
+  DType ref_kv_dtype = DType::kF32;   // kBF16 or kF8E4M3 to compare against a rounded cache
   DType test_kv_dtype = DType::kF32;  // kF8E4M3 to measure an FP8 KV cache
+  // How each path multiplies an FP8 cache (set on the shared backend before each path runs):
+  // kE4m3Query on the test path against kF16 on an FP8 reference isolates the query's rounding.
+  Fp8AttentionMath ref_fp8_attention_math = Fp8AttentionMath::kF16;
+  Fp8AttentionMath test_fp8_attention_math = Fp8AttentionMath::kF16;
   // Per-layer K/V scales for FP8 caches (runner/kv_calibration.h); required with kF8E4M3.
   std::vector<float> kv_k_scales, kv_v_scales;
   // The text is run as one sequence, prefilled this many tokens per step (bounds the logits
@@ -52,11 +56,13 @@ struct PrecisionReport {
 
 // Logits of every position of one sequence ([ids.size(), vocab]), prefilled `chunk` tokens
 // per step (0 = all at once) through a fresh paged cache of kv_dtype.
-// FP8 caches take their scales from `scales` (k then v per layer; empty = none set).
+// FP8 caches take their scales from `scales` (k then v per layer; empty = none set) and are
+// multiplied as `math` says (the backend is left set to it).
 StatusOr<std::vector<float>> sequence_logits(LlamaModel& model, Backend& backend,
                                              const std::vector<int32_t>& ids, DType kv_dtype,
                                              int64_t block_size, int64_t chunk,
-                                             const PrecisionEvalConfig* scales = nullptr);
+                                             const PrecisionEvalConfig* scales = nullptr,
+                                             Fp8AttentionMath math = Fp8AttentionMath::kF16);
 
 // Adds the comparison of ref/test logits ([n, vocab] each) to *acc (running means).
 void accumulate_agreement(const float* ref /*[n, vocab]*/, const float* test /*[n, vocab]*/, int64_t n,

@@ -5,6 +5,8 @@
 // golden logits.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include "test_paths.h"
@@ -90,6 +92,31 @@ TEST(EvalPrecision, SmolLM2Fp8KvCacheAloneReportsJson) {
   EXPECT_GE(p["top1_agreement"].get<double>(), 0.9) << j.dump(1);
 }
 
+// --reference-kv-cache-dtype fp8: the reference path holds the same FP8 cache (same scales) and
+// multiplies it with a 16-bit query, so only the E4M3 query of prompt chunks differs. The
+// prompts run as single steps too short for the prompt-chunk path: the two paths are then the
+// same computation (KL exactly 0); the text's 256-token chunks take it (KL > 0, still close).
+TEST(EvalPrecision, SmolLM2E4m3QueryAgainstAnFp8Reference) {
+  const std::string model = testing::default_model();
+  ASSERT_FALSE(model.empty()) << "the default model is missing (make model)";
+  const std::string bench = testing::source_dir() + "/bench/precision/";
+  int rc = 0;
+  nlohmann::json j = run_json("--model " + model + " --kv-cache-dtype fp8 --fp8-attention-math e4m3 " +
+                                  "--reference-kv-cache-dtype fp8 --prompts " + bench + "prompts.txt --max-prompts 8 " +
+                                  "--text " + bench + "text.txt --max-text-tokens 600",
+                              &rc);
+  ASSERT_EQ(rc, 0);
+  ASSERT_TRUE(j.is_object());
+  EXPECT_NE(j["reference"].get<std::string>().find("fp8 kv cache"), std::string::npos) << j.dump(1);
+  EXPECT_NE(j["test"].get<std::string>().find("e4m3 query"), std::string::npos) << j.dump(1);
+  EXPECT_EQ(j["prompt_agreement"]["mean_kl"].get<double>(), 0.0) << j.dump(1);
+  EXPECT_EQ(j["prompt_agreement"]["top1_agreement"].get<double>(), 1.0) << j.dump(1);
+  const auto& t = j["text"]["agreement"];
+  EXPECT_GT(t["mean_kl"].get<double>(), 0.0) << j.dump(1);
+  EXPECT_GE(t["mean_cosine"].get<double>(), 0.99) << j.dump(1);
+  EXPECT_LE(std::abs(j["text"]["perplexity_increase"].get<double>()), 0.03) << j.dump(1);
+}
+
 TEST(EvalPrecision, FixtureAgainstHfGoldenLogits) {
   const std::string dir = testing::fixture_dir("tiny-llama32");
   int rc = 0;
@@ -121,6 +148,17 @@ TEST(EvalPrecision, UsageErrors) {
                                  &out),
             1);
   EXPECT_NE(out.find("--fp8-rounding needs --quantization fp8"), std::string::npos) << out;
+  EXPECT_EQ(testing::run_command(testing::lancet_binary() + " eval-precision --model " + fx +
+                                     " --reference-kv-cache-dtype fp8 --golden " + fx + "/golden.safetensors 2>&1",
+                                 &out),
+            1);
+  EXPECT_NE(out.find("--reference-kv-cache-dtype fp8 needs --kv-cache-dtype fp8"), std::string::npos) << out;
+  EXPECT_EQ(testing::run_command(testing::lancet_binary() + " eval-precision --model " + fx +
+                                     " --kv-cache-dtype fp8 --reference-kv-cache-dtype fp8 --golden " + fx +
+                                     "/golden.safetensors 2>&1",
+                                 &out),
+            1);
+  EXPECT_NE(out.find("nothing to compare"), std::string::npos) << out;
 }
 
 }  // namespace
