@@ -54,7 +54,9 @@ __global__ void __launch_bounds__(kThreads, 1) attention_prefill_sm90_kernel(con
     }
   }
   __syncthreads();
-  const int wg = threadIdx.x / 128;
+  // Broadcast from lane 0, so the compiler knows the warpgroup index is uniform across the warp
+  // (the consumers' tile and descriptor arithmetic then stays in uniform registers).
+  const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
   if (wg == 0) {
     sm90::regs_dealloc<80>();
     produce<D, KV>(p, w, n_tiles, kr, vr, smem, base, base + Ly::kStagingOffset);

@@ -76,22 +76,23 @@ __device__ __forceinline__ void load_q(const Sm90Params& p, const CtaWork& w, in
 }
 
 // S = Q K^T for the warpgroup's 64 rows and the 128 keys of a K tile (issued, not waited for):
-// 16 values per k-step on 16-bit operands, 32 on E4M3 ones (32 bytes either way).
+// 16 values per k-step on 16-bit operands, 32 on E4M3 ones (32 bytes either way). Each
+// k-step's descriptors are the tile's first ones plus a compile-time offset (the address field
+// counts 16-byte units and shared addresses stay below its 256 KiB range), so the issue loop
+// does not rebuild them between wgmmas.
 template <int D, Sm90Kv KV>
 __device__ __forceinline__ void issue_qk(float (&s)[64], uint32_t sq, uint32_t sk, int wg) {
   using Ly = Sm90Layout<D, KV>;
+  const uint64_t da0 = sm90::desc_k_major(sq + wg * 64 * 128), db0 = sm90::desc_k_major(sk);
   if constexpr (query_fp8(KV)) {
 #pragma unroll
-    for (int kk = 0; kk < D / 32; ++kk) {
-      const uint64_t da = sm90::desc_k_major(sq + wg * 64 * 128 + kk * 32);
-      const uint64_t db = sm90::desc_k_major(sk + kk * 32);
-      sm90::wgmma_m64n128k32_ss_e4m3(s, da, db, kk > 0);
-    }
+    for (int kk = 0; kk < D / 32; ++kk)
+      sm90::wgmma_m64n128k32_ss_e4m3(s, sm90::desc_advance(da0, kk * 32), sm90::desc_advance(db0, kk * 32), kk > 0);
   } else {
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      const uint64_t da = sm90::desc_k_major(sq + (kk / 4) * Ly::kQBlock + wg * 64 * 128 + (kk % 4) * 32);
-      const uint64_t db = sm90::desc_k_major(sk + (kk / 4) * Ly::kKvBlock + (kk % 4) * 32);
+      const uint64_t da = sm90::desc_advance(da0, (kk / 4) * Ly::kQBlock + (kk % 4) * 32);
+      const uint64_t db = sm90::desc_advance(db0, (kk / 4) * Ly::kKvBlock + (kk % 4) * 32);
       if constexpr (kv_fp8(KV)) sm90::wgmma_m64n128k16_ss_f16(s, da, db, kk > 0);
       else sm90::wgmma_m64n128k16_ss_bf16(s, da, db, kk > 0);
     }
@@ -103,9 +104,10 @@ template <int D, Sm90Kv KV>
 __device__ __forceinline__ void issue_pv(float (&o)[D / 2], const unsigned (&pa)[kKeys / 16][4], uint32_t sv) {
   using Ly = Sm90Layout<D, KV>;
   constexpr bool F8 = kv_fp8(KV);
+  const uint64_t db0 = sm90::desc_mn_major(sv, Ly::kKvBlock);
 #pragma unroll
   for (int t = 0; t < kKeys / 16; ++t) {
-    const uint64_t db = sm90::desc_mn_major(sv + t * 16 * 128, Ly::kKvBlock);
+    const uint64_t db = sm90::desc_advance(db0, t * 16 * 128);
     if constexpr (D == 128 && F8) sm90::wgmma_m64n128k16_rs_f16(o, pa[t], db, 1);
     else if constexpr (D == 128) sm90::wgmma_m64n128k16_rs_bf16(o, pa[t], db, 1);
     else if constexpr (F8) sm90::wgmma_m64n64k16_rs_f16(o, pa[t], db, 1);

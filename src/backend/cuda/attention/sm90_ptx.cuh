@@ -94,6 +94,11 @@ __device__ __forceinline__ uint64_t desc_mn_major(uint32_t addr, uint32_t block_
          (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
 }
 
+// The descriptor of the operand `bytes` (a multiple of 16) past d's: the start-address field
+// (bits 0-13) counts 16-byte units, and shared addresses + offsets stay below 2^18, so the sum
+// never carries out of it.
+__device__ __forceinline__ uint64_t desc_advance(uint64_t d, uint32_t bytes) { return d + (bytes >> 4); }
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int N>
