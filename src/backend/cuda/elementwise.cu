@@ -374,7 +374,9 @@ cudaError_t launch_embedding_bf16(const void* table, int64_t rows, int64_t cols,
                     static_cast<const unsigned short*>(table), rows, cols, ids, out, err);
 }
 
-cudaError_t launch_rms_norm(const RmsNormArgs& a, cudaStream_t s) { return launch_norm<kNormF32>(a, nullptr, nullptr, s); }
+cudaError_t launch_rms_norm(const RmsNormArgs& a, cudaStream_t s) {
+  return launch_norm<kNormF32>(a, nullptr, nullptr, s);
+}
 
 cudaError_t launch_rms_norm_quantize_fp8(const RmsNormArgs& a, void* q, float* scale, cudaStream_t s) {
   return launch_norm<kNormFp8>(a, q, scale, s);
