@@ -1,8 +1,9 @@
 // `lancet doc summarize|ask|extract`: a PDF or text document answered through the model: the
 // text is cut into sentence-aligned numbered context blocks (documents/), the prompt (rules,
 // blocks, task) is rendered with the chat template and checked to fit --max-model-len (what
-// does not fit is reported, nothing is cut), then generated. The answer's citations are checked
-// against the blocks; `extract` parses and validates the answer's JSON against the schema.
+// does not fit is reported, nothing is cut), then generated (documents/document_answer.h). The
+// answer's citations are checked against the blocks; `extract` samples the answer under the
+// schema (structured outputs) and validates its JSON against it.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -16,16 +17,14 @@
 #include "cli/parse_args.h"
 #include "cli/runtime_flags.h"
 #include "core/logging.h"
-#include "documents/document_prompt.h"
-#include "documents/document_text.h"
-#include "documents/sentence_blocks.h"
+#include "documents/document_answer.h"
 #include "runtime/runtime.h"
+#include "server/serving_model.h"
+#include "structured/output_format.h"
 
 namespace lancet::cli {
 namespace {
 
-using documents::ContextBlock;
-using documents::DocRequest;
 using documents::DocTask;
 
 int fail(const Status& s) {
@@ -55,30 +54,6 @@ StatusOr<std::string> generate(Runtime& rt, const std::vector<int32_t>& prompt, 
   return text;
 }
 
-// The result object: blocks, answer, citations (each checked), and for extract the JSON.
-nlohmann::json result(const std::vector<ContextBlock>& blocks, const std::string& answer, const DocRequest& req,
-                      int64_t prompt_tokens, bool* ok) {
-  nlohmann::json j;
-  j["blocks"] = nlohmann::json::array();
-  for (const ContextBlock& b : blocks)
-    j["blocks"].push_back({{"id", b.id}, {"page", b.page}, {"tokens", b.tokens}, {"text", b.text}});
-  j["prompt_tokens"] = prompt_tokens;
-  j["answer"] = answer;
-  std::vector<int> cited = documents::cited_blocks(answer), unknown;
-  for (int id : cited)
-    if (id < 1 || id > static_cast<int>(blocks.size())) unknown.push_back(id);
-  j["cited_blocks"] = cited;
-  j["unknown_cited_blocks"] = unknown;  // cited ids that are no block of the document
-  *ok = true;
-  if (req.task == DocTask::kExtract) {
-    auto v = documents::extract_json(answer, req.schema);
-    j["valid"] = v.ok();
-    if (v.ok()) j["json"] = *v; else j["error"] = v.status().message();
-    *ok = v.ok();
-  }
-  return j;
-}
-
 }  // namespace
 
 int cmd_doc(int argc, char** argv) {
@@ -98,18 +73,16 @@ int cmd_doc(int argc, char** argv) {
   app.add_option("--max-tokens", sp.max_tokens, "the answer's budget")->capture_default_str();
   app.add_option("--block-tokens", block_tokens, "the largest context block, in tokens")->capture_default_str();
   if (const int parsed = parse_args(app, argc, argv); parsed >= 0) return parsed;
-  DocRequest req;
-  if (task == "summarize") req.task = DocTask::kSummarize;
-  else if (task == "ask") req.task = DocTask::kAsk, req.question = question;
-  else if (task == "extract") req.task = DocTask::kExtract;
-  else return std::fprintf(stderr, "lancet doc: the task is summarize, ask or extract, not '%s'\n", task.c_str()), 2;
-  if ((req.task == DocTask::kAsk && question.empty()) || (req.task == DocTask::kExtract && schema_path.empty()))
-    return std::fprintf(stderr, "lancet doc: %s needs %s\n", task.c_str(), task == "ask" ? "--question" : "--schema"), 2;
-  if (req.task == DocTask::kExtract) {
-    auto schema = read_schema(schema_path);
-    if (!schema.ok()) return fail(schema.status());
-    req.schema = std::move(*schema);
+  nlohmann::json schema;
+  if (task == "extract" && !schema_path.empty()) {
+    auto sc = read_schema(schema_path);
+    if (!sc.ok()) return fail(sc.status());
+    schema = std::move(*sc);
   }
+  if (task == "ask" && question.empty()) return std::fprintf(stderr, "lancet doc: ask needs --question\n"), 2;
+  if (task == "extract" && schema_path.empty()) return std::fprintf(stderr, "lancet doc: extract needs --schema\n"), 2;
+  auto req = documents::make_doc_request(task, question, std::move(schema));
+  if (!req.ok()) return std::fprintf(stderr, "lancet doc: %s\n", req.status().message().c_str()), 2;
   set_log_level(LogLevel::kWarning);
   auto doc = documents::load_document(file);  // before the model loads: a bad file fails at once
   if (!doc.ok()) return fail(doc.status());
@@ -117,24 +90,28 @@ int cmd_doc(int argc, char** argv) {
   if (!rt.ok()) return fail(rt.status());
   Runtime& r = **rt;
   if (!r.tokenizer()) return fail(InvalidArgument("the model has no tokenizer"));
-  auto count = [&](const std::string& t) { return static_cast<int64_t>(r.tokenizer()->encode(t).size()); };
-  auto blocks = documents::make_blocks(doc->pages, block_tokens, count);
-  if (!blocks.ok()) return fail(blocks.status());
-  if (blocks->empty()) return fail(InvalidArgument(file + ": no text found"));
-  ChatTemplateOptions opt;
-  opt.add_generation_prompt = true;
-  auto prompt_tokens = [&](const nlohmann::ordered_json& m) -> StatusOr<int64_t> {
-    ASSIGN_OR_RETURN(auto ids, r.encode_chat(m, opt));
-    return static_cast<int64_t>(ids.size());
-  };
-  if (Status st = documents::check_fits(*blocks, req, sp.max_tokens, r.max_model_len(), prompt_tokens); !st.ok())
-    return fail(st);
-  auto ids = r.encode_chat(documents::document_messages(*blocks, req), opt);
-  if (!ids.ok()) return fail(ids.status());
-  auto answer = generate(r, *ids, sp);
+  // The server's adapter of the runtime: its chat encoding and its structured-output grammars.
+  const std::unique_ptr<server::ServingModel> model = server::make_runtime_model(&r);
+  documents::DocModel dm;
+  dm.count_tokens = [&](const std::string& t) { return static_cast<int64_t>(r.tokenizer()->encode(t).size()); };
+  dm.encode_chat = [&](const nlohmann::ordered_json& m) { return model->encode_chat(m, true); };
+  dm.max_model_len = r.max_model_len();
+  auto prompt = documents::build_document_prompt(*doc, *req, block_tokens, sp.max_tokens, dm);
+  if (!prompt.ok()) return fail(prompt.status().with_context(file));
+  if (req->task == DocTask::kExtract) {
+    // The answer is held to the schema while it is sampled (structured outputs).
+    structured::OutputFormat fmt;
+    fmt.kind = structured::OutputFormat::Kind::kJsonSchema;
+    fmt.schema = nlohmann::ordered_json::parse(req->schema.dump());
+    auto c = model->structured_outputs()->constraint(fmt);
+    if (!c.ok()) return fail(c.status().with_context(schema_path));
+    sp.constraint = *c;
+  }
+  auto answer = generate(r, prompt->ids, sp);
   if (!answer.ok()) return fail(answer.status());
   bool ok = true;
-  const nlohmann::json j = result(*blocks, *answer, req, static_cast<int64_t>(ids->size()), &ok);
+  const nlohmann::json j =
+      documents::document_result(prompt->blocks, *answer, *req, static_cast<int64_t>(prompt->ids.size()), &ok);
   std::printf("%s\n", j.dump().c_str());
   return ok ? 0 : 1;
 }

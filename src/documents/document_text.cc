@@ -45,17 +45,20 @@ StatusOr<DocumentText> load_pdf(const std::string& bytes, const std::string& pat
 
 }  // namespace
 
+StatusOr<DocumentText> parse_document(std::string bytes, const std::string& name) {
+  if (bytes.rfind("%PDF", 0) == 0) return load_pdf(bytes, name);
+  if (!valid_utf8(bytes)) return InvalidArgument(name + ": neither a PDF nor UTF-8 text");
+  DocumentText out;
+  out.pages.push_back(std::move(bytes));
+  return out;
+}
+
 StatusOr<DocumentText> load_document(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) return NotFound("cannot open " + path);
   std::ostringstream s;
   s << f.rdbuf();
-  std::string bytes = s.str();
-  if (bytes.rfind("%PDF", 0) == 0) return load_pdf(bytes, path);
-  if (!valid_utf8(bytes)) return InvalidArgument(path + ": neither a PDF nor UTF-8 text");
-  DocumentText out;
-  out.pages.push_back(std::move(bytes));
-  return out;
+  return parse_document(s.str(), path);
 }
 
 }  // namespace lancet::documents

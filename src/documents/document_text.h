@@ -13,7 +13,10 @@ struct DocumentText {
   std::vector<std::string> pages;  // UTF-8, one entry per page
 };
 
-// By the file's first bytes: "%PDF" is a PDF, anything else must be UTF-8 text.
+// By the first bytes: "%PDF" is a PDF, anything else must be UTF-8 text. `name` (a path, or
+// what a request called the document) is what the errors say.
+StatusOr<DocumentText> parse_document(std::string bytes, const std::string& name);
+// parse_document of the file's bytes.
 StatusOr<DocumentText> load_document(const std::string& path);
 
 }  // namespace lancet::documents

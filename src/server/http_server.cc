@@ -19,6 +19,7 @@
 #include "server/chat_page.h"
 #include "server/client_connection.h"
 #include "server/completion_session.h"
+#include "server/documents_api.h"
 #include "server/embedding_session.h"
 #include "server/http_guards.h"
 #include "server/http_listener.h"
@@ -119,6 +120,7 @@ struct HttpServer::Impl {
   void handle_embeddings(const httplib::Request& req, const std::string& body, httplib::Response& res);
   void handle_tokenize(const std::string& body, httplib::Response& res);
   void handle_detokenize(const std::string& body, httplib::Response& res);
+  void handle_documents(const httplib::Request& req, const std::string& body, httplib::Response& res);
   ServingModel* ready_model(httplib::Response& res);
 };
 
@@ -205,6 +207,25 @@ void HttpServer::Impl::handle_embeddings(const httplib::Request& req, const std:
   if (conn.found()) session.set_client_gone([conn] { return conn.closed(); });
   Json out;
   if (auto e = session.run(&out)) return send_error(res, *e);
+  send_json(res, out);
+}
+
+void HttpServer::Impl::handle_documents(const httplib::Request& req, const std::string& body, httplib::Response& res) {
+  ServingModel* m = ready_model(res);
+  if (!m) return;
+  if (in_flight.fetch_add(1) >= config.max_concurrent_requests) {
+    in_flight.fetch_sub(1);
+    return send_error(res, server_error(429, "the server is at its concurrency limit; retry later",
+                                        "rate_limit_error", "too_many_requests"));
+  }
+  Slot slot(&in_flight);
+  DocumentsOptions opt;
+  opt.timeout_s = config.request_timeout_s;
+  const ClientConnection conn =
+      ClientConnection::find(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+  if (conn.found()) opt.client_gone = [conn] { return conn.closed(); };
+  Json out;
+  if (auto e = answer_document(m, body, opt, &out)) return send_error(res, *e);
   send_json(res, out);
 }
 
@@ -392,6 +413,8 @@ void HttpServer::Impl::install_routes() {
   post_with_body("/detokenize", [this](const httplib::Request&, const std::string& body, httplib::Response& res) {
     handle_detokenize(body, res);
   });
+  post_with_body("/v1/lancet/documents", [this](const httplib::Request& req, const std::string& body,
+                                                 httplib::Response& res) { handle_documents(req, body, res); });
   install_batch_routes();
   if (config.chat_page) {
     http.Get("/", [](const httplib::Request&, httplib::Response& res) {
