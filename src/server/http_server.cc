@@ -24,6 +24,7 @@
 #include "server/http_listener.h"
 #include "server/http_reply.h"
 #include "server/openai_json.h"
+#include "server/request_constraints.h"
 
 namespace lancet::server {
 namespace {
@@ -139,17 +140,7 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, const std:
   if (!api.model.empty() && api.model != m->name())
     return send_error(res, not_found("The model `" + api.model.substr(0, 256) + "` does not exist.", "model",
                                      "model_not_found"));
-  if (api.output_format) {
-    structured::ConstraintCache* so = m->structured_outputs();
-    if (!so)
-      return send_error(res, bad_request("'" + api.output_format_field + "' needs the model's tokenizer, which this model lacks",
-                                         api.output_format_field));
-    auto c = so->constraint(*api.output_format);
-    if (!c.ok())
-      return send_error(res, bad_request("'" + api.output_format_field + "': " + c.status().message(),
-                                         api.output_format_field));
-    api.params.constraint = *c;
-  }
+  if (auto e = attach_constraints(m, &api)) return send_error(res, *e);
   if (in_flight.fetch_add(1) >= config.max_concurrent_requests) {
     in_flight.fetch_sub(1);
     return send_error(res, server_error(429, "the server is at its concurrency limit; retry later",
