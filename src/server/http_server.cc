@@ -205,8 +205,11 @@ void HttpServer::Impl::handle_tokenize(const std::string& body, httplib::Respons
   TokenizeRequest tr;
   if (auto e = parse_tokenize_request(body, config.limits, &tr)) return send_error(res, *e);
   if (!m->has_tokenizer()) return send_error(res, bad_request("this model has no tokenizer"));
+  const bool tools = !tr.prompt && (!tr.tools.is_null() || has_tool_turns(tr.messages));
   StatusOr<std::vector<int32_t>> ids =
-      tr.prompt ? m->encode(*tr.prompt, tr.add_special_tokens) : m->encode_chat(tr.messages, tr.add_generation_prompt);
+      tr.prompt ? m->encode(*tr.prompt, tr.add_special_tokens)
+      : tools   ? m->encode_chat_with_tools(tr.messages, tr.tools, tr.add_generation_prompt)
+                : m->encode_chat(tr.messages, tr.add_generation_prompt);
   if (!ids.ok()) return send_error(res, bad_request(ids.status().message(), tr.prompt ? "prompt" : "messages"));
   Json out;
   out["count"] = ids->size();

@@ -548,6 +548,9 @@ std::optional<ApiError> parse_tokenize_request(std::string_view body, const Requ
     out->prompt = p->get<std::string>();
   } else if (field(obj, "messages")) {
     if (auto e = parse_messages(obj, limits, &out->messages)) return e;
+    ApiRequest tools;
+    if (auto e = parse_chat_tools(body, &tools)) return e;
+    out->tools = tools.tools.tools_json;
   } else {
     return bad_request("'prompt' or 'messages' is required", "prompt");
   }

@@ -89,11 +89,12 @@ std::optional<ApiError> parse_completion_request(std::string_view body, const Re
 std::optional<ApiError> parse_json_object(std::string_view body, const RequestLimits& limits,
                                           nlohmann::json* out);
 
-// /tokenize: {"prompt": str} or {"messages": [...]}, optional "add_special_tokens" (default
+// /tokenize: {"prompt": str} or {"messages": [...], "tools"?}, optional "add_special_tokens" (default
 // true), "add_generation_prompt". /detokenize: {"tokens": [ids]}.
 struct TokenizeRequest {
   std::optional<std::string> prompt;
   nlohmann::ordered_json messages;  // null unless given
+  nlohmann::ordered_json tools = nullptr;  // with messages: the tools list, as in a chat request
   bool add_special_tokens = true;
   bool add_generation_prompt = true;
 };

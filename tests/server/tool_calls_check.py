@@ -8,7 +8,7 @@ Checks: a named tool_choice gives exactly one call to that function whose argume
 against its schema (finish_reason "tool_calls"); the same request streamed and reassembled the
 way client code does gives the same call; the call and a tool result sent back with
 tool_choice "none" give a text answer; "required" over two tools calls one of them; "auto"
-answers with valid calls or text; bad tool requests are 400s (openai.BadRequestError) naming
+answers with valid calls or text, streamed the same; /tokenize counts the tools; bad tool requests are 400s (openai.BadRequestError) naming
 the field.
 """
 import argparse
@@ -137,6 +137,40 @@ def auto_answer(client):
         check(isinstance(c.message.content, str), f"auto: plain content {c.message.content!r}")
 
 
+def auto_streamed(client):
+    """auto, streamed: the reassembled content or calls equal the non-streamed answer."""
+    kw = dict(model=MODEL, messages=QUESTION, tools=TOOLS, max_tokens=48, temperature=0)
+    ref = client.chat.completions.create(**kw).choices[0]
+    content, calls, finish = "", {}, None
+    for chunk in client.chat.completions.create(stream=True, **kw):
+        d = chunk.choices[0].delta
+        content += d.content or ""
+        for tc in d.tool_calls or []:
+            e = calls.setdefault(tc.index, {"name": "", "arguments": ""})
+            e["name"] += (tc.function.name or "") if tc.function else ""
+            e["arguments"] += (tc.function.arguments or "") if tc.function else ""
+        finish = chunk.choices[0].finish_reason or finish
+    check(finish == ref.finish_reason, f"auto stream: finish_reason {finish} == {ref.finish_reason}")
+    if ref.message.tool_calls:
+        want = [{"name": t.function.name, "arguments": t.function.arguments} for t in ref.message.tool_calls]
+        check([calls[i] for i in sorted(calls)] == want, "auto stream: same calls")
+    else:
+        check(content == ref.message.content and not calls, f"auto stream: same content {content!r}")
+
+
+def tokenize_with_tools(base_url, api_key):
+    """/tokenize renders tools like a chat request: the prompt grows by the tool block."""
+    import urllib.request
+
+    def count(body):
+        req = urllib.request.Request(base_url + "/tokenize", data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json", "Authorization": "Bearer " + api_key})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return json.loads(r.read())["count"]
+    plain, with_tools = count({"messages": QUESTION}), count({"messages": QUESTION, "tools": TOOLS})
+    check(with_tools > plain + 20, f"tokenize: tools add tokens ({plain} -> {with_tools})")
+
+
 def refusals(client):
     bad = [
         ({"tools": [{"type": "function", "function": {"name": "bad name"}}]}, "tools"),
@@ -166,6 +200,8 @@ def main():
     round_trip(client, call)
     required_call(client)
     auto_answer(client)
+    auto_streamed(client)
+    tokenize_with_tools(args.base_url, args.api_key)
     refusals(client)
     print("PASS tools", flush=True)
 
