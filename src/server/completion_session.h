@@ -76,6 +76,10 @@ class CompletionSession {
     // and the calls it parsed into at the end.
     std::unique_ptr<ToolCallStream> tool_stream;
     std::vector<ToolCall> calls;
+    // Streaming a required / named call: its arguments go out as they are sampled.
+    std::unique_ptr<CallArgumentsStream> args_stream;
+    std::string call_id;        // the streamed call's id (sent with its header)
+    bool calls_streamed = false;  // the calls' deltas are already out
   };
   std::optional<ApiError> encode_prompts(std::vector<std::vector<int32_t>>* prompts);
   // Applies one event to its choice; fills the stream delta for it.
@@ -88,6 +92,9 @@ class CompletionSession {
   // At a choice's end in tool mode: its output as tool calls (finish_reason "tool_calls"),
   // or the held text released as content.
   void finish_tool_calls(Choice& c, ChunkFields* delta);
+  // Streaming an enforced call: the delta's new output as the call's header / arguments.
+  void stream_arguments(Choice& c, ChunkFields* delta);
+  void finish_streamed_call(Choice& c, ChunkFields* delta);
   // Streaming: the header and arguments chunks of a choice's calls.
   bool write_tool_calls(const Choice& c, int32_t index, const std::function<std::string(const ChunkFields&)>& chunk,
                         const Writer& write);

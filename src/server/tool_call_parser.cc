@@ -2,6 +2,7 @@
 #include "server/tool_call_parser.h"
 
 #include <algorithm>
+#include <regex>
 
 #include <nlohmann/json.hpp>
 
@@ -92,6 +93,40 @@ std::string ToolCallStream::finish() {
   std::string out;
   out.swap(held_);
   return out;
+}
+
+CallArgumentsStream::Piece CallArgumentsStream::feed(std::string_view piece) {
+  text_ += piece;
+  Piece out;
+  if (!started()) {
+    // The grammar writes "name" first and tool names need no escapes, so a pattern suffices.
+    static const std::regex kHead(R"re(^\s*\{\s*"name"\s*:\s*"([A-Za-z0-9_-]*)"\s*,\s*"parameters"\s*:\s*)re");
+    std::smatch m;
+    if (!std::regex_search(text_, m, kHead)) return out;
+    out.name_ready = true;
+    out.name = m[1].str();
+    args_start_ = static_cast<size_t>(m.length(0));
+  }
+  if (sent_ == 0) args_start_ = skip_space(text_, args_start_);  // blanks the grammar allowed
+  size_t end = text_.size();
+  while (end > args_start_ + sent_ && (text_[end - 1] == '}' || is_space(text_[end - 1]))) --end;
+  if (end > args_start_ + sent_) {
+    out.arguments = text_.substr(args_start_ + sent_, end - args_start_ - sent_);
+    sent_ = end - args_start_;
+  }
+  return out;
+}
+
+std::string CallArgumentsStream::finish() {
+  if (!started()) return "";
+  std::string args = text_.substr(args_start_);
+  while (!args.empty() && is_space(args.back())) args.pop_back();
+  if (!args.empty() && args.back() == '}') args.pop_back();  // the outer object's close
+  while (!args.empty() && is_space(args.back())) args.pop_back();
+  if (args.size() <= sent_) return "";
+  std::string rest = args.substr(sent_);
+  sent_ = args.size();
+  return rest;
 }
 
 }  // namespace lancet::server

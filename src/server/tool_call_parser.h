@@ -36,4 +36,26 @@ class ToolCallStream {
   std::string held_;
 };
 
+// Streaming a required or named call's arguments as they are sampled. The constrained output
+// is `{"name": "N", "parameters": ARGS}` (with what blanks the grammar allows); feed() returns
+// the name once it is complete, then each new piece of ARGS, holding back a trailing run of
+// '}' and blanks (it may close the outer object). finish() returns the rest of ARGS, without
+// the outer '}'.
+class CallArgumentsStream {
+ public:
+  struct Piece {
+    bool name_ready = false;  // true once: `name` is the call's name
+    std::string name;
+    std::string arguments;  // the next fragment of ARGS ("" when none)
+  };
+  Piece feed(std::string_view piece);
+  std::string finish();
+  bool started() const { return args_start_ != std::string::npos; }
+
+ private:
+  std::string text_;
+  size_t args_start_ = std::string::npos;  // where ARGS begins in text_
+  size_t sent_ = 0;                        // bytes of ARGS returned
+};
+
 }  // namespace lancet::server

@@ -93,5 +93,37 @@ TEST(ToolCallStream, EnforcedHoldsEverything) {
   EXPECT_EQ(s.finish(), "Hi there");
 }
 
+TEST(CallArgumentsStream, NameOnceThenArgumentsWithoutTheOuterBrace) {
+  CallArgumentsStream s;
+  EXPECT_FALSE(s.feed("{\"name\": \"get_wea").name_ready);
+  EXPECT_FALSE(s.started());
+  auto p = s.feed("ther\", \"parameters\": ");
+  EXPECT_TRUE(p.name_ready);
+  EXPECT_EQ(p.name, "get_weather");
+  EXPECT_EQ(p.arguments, "");
+  p = s.feed(" {\"city\": \"Pa");
+  EXPECT_FALSE(p.name_ready);
+  EXPECT_EQ(p.arguments, "{\"city\": \"Pa");  // the grammar's blank before it is dropped
+  EXPECT_EQ(s.feed("ris\"}").arguments, "ris\"");  // '}' may close the outer object: held
+  EXPECT_EQ(s.feed(" }").arguments, "");
+  EXPECT_EQ(s.finish(), "}");  // the arguments' own close; the outer one is dropped
+  std::string all = "{\"city\": \"Pa" + std::string("ris\"") + "}";
+  EXPECT_EQ(all, R"({"city": "Paris"})");
+}
+
+TEST(CallArgumentsStream, BracesInsideTheArgumentsAreReleasedOnceFollowed) {
+  CallArgumentsStream s;
+  s.feed(R"({"name":"f","parameters":)");
+  EXPECT_EQ(s.feed(R"({"a":{"b":1}})").arguments, R"({"a":{"b":1)");
+  EXPECT_EQ(s.feed(R"(,"c":2})").arguments, R"(}},"c":2)");
+  EXPECT_EQ(s.feed("}").arguments, "");
+  EXPECT_EQ(s.finish(), "}");
+
+  CallArgumentsStream cut;  // cut before the name: nothing started, nothing to finish
+  cut.feed(R"({"name": "f)");
+  EXPECT_FALSE(cut.started());
+  EXPECT_EQ(cut.finish(), "");
+}
+
 }  // namespace
 }  // namespace lancet::server

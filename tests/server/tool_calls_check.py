@@ -69,7 +69,7 @@ def streamed_call(client, expected):
     stream = client.chat.completions.create(model=MODEL, messages=QUESTION, tools=TOOLS, tool_choice=NAMED,
                                             max_tokens=64, temperature=0, seed=1, stream=True,
                                             stream_options={"include_usage": True})
-    calls, finish, roles, usage = {}, None, 0, None
+    calls, finish, roles, usage, fragments = {}, None, 0, None, 0
     for chunk in stream:
         if chunk.usage:
             usage = chunk.usage
@@ -87,6 +87,7 @@ def streamed_call(client, expected):
                 e["name"] += tc.function.name
             if tc.function and tc.function.arguments:
                 e["arguments"] += tc.function.arguments
+                fragments += 1
         finish = chunk.choices[0].finish_reason or finish
     check(roles == 1, "stream: one role delta")
     check(finish == "tool_calls", f"stream: finish_reason tool_calls ({finish})")
@@ -97,6 +98,7 @@ def streamed_call(client, expected):
     check(json.loads(e["arguments"]) == json.loads(expected.function.arguments),
           f"stream: arguments {e['arguments']} == non-streamed {expected.function.arguments}")
     check(usage is not None and usage.completion_tokens > 0, f"stream: usage {usage}")
+    check(fragments > 1, f"stream: arguments arrive as they are sampled ({fragments} fragments)")
 
 
 def round_trip(client, call):
