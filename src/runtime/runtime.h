@@ -81,6 +81,8 @@ class Runtime {
   // Null when the checkpoint ships no tokenizer (prompts must then be token ids).
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }
   bool has_chat_template() const { return chat_template_ != nullptr; }
+  // The chat template's source ("" without one); the server checks it for tool support.
+  std::string chat_template_source() const { return chat_template_ ? chat_template_->source() : std::string(); }
 
   // Prompt text -> ids, with the model's BOS when it wants one. Special-token strings in
   // the text are plain text unless parse_special.

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "server/completion_session.h"
+#include "server/request_constraints.h"
 
 namespace lancet::server {
 
@@ -50,6 +51,7 @@ BatchRunner::Outcome BatchRunner::run_line(const BatchLine& line, const Cancelle
   if (err) return fail(*err);
   if (!api.model.empty() && api.model != model_->name())
     return fail(not_found("The model `" + api.model.substr(0, 256) + "` does not exist.", "model", "model_not_found"));
+  if (auto e = attach_constraints(model_, &api)) return fail(*e);
   // Batch requests are not counted in the serving metrics: those describe interactive traffic.
   CompletionSession session(model_, /*metrics=*/nullptr, std::move(api), config_.request_timeout_s);
   session.set_priority(config_.priority);

@@ -77,7 +77,9 @@ CompletionSession::~CompletionSession() {
 std::optional<ApiError> CompletionSession::encode_prompts(std::vector<std::vector<int32_t>>* prompts) {
   const std::string param = chat() ? "messages" : "prompt";
   if (chat()) {
-    auto ids = model_->encode_chat(req_.messages, req_.add_generation_prompt);
+    const bool tools = req_.tools.given() || has_tool_turns(req_.messages);
+    auto ids = tools ? model_->encode_chat_with_tools(req_.messages, req_.tools.tools_json, req_.add_generation_prompt)
+                     : model_->encode_chat(req_.messages, req_.add_generation_prompt);
     if (!ids.ok()) return bad_request("messages: " + ids.status().message(), param);
     prompts->push_back(std::move(*ids));
   } else {
@@ -216,6 +218,12 @@ std::optional<ApiError> CompletionSession::submit() {
   choices_.resize(streams_.size() * static_cast<size_t>(req_.params.n));
   if (guard_)
     for (Choice& c : choices_) c.guard = std::make_unique<guard::GuardScanner>(guard_);
+  if (chat() && req_.tools.active()) {
+    for (Choice& c : choices_) {
+      if (req_.stream && req_.tools.enforced()) c.args_stream = std::make_unique<CallArgumentsStream>();
+      else c.tool_stream = std::make_unique<ToolCallStream>(req_.tools.enforced());
+    }
+  }
   return std::nullopt;
 }
 
@@ -265,13 +273,20 @@ void CompletionSession::apply(size_t prompt, const TokenEvent& ev, ChunkFields* 
   c.text += ev.text;
   if (c.guard) {
     guard_output(prompt, c, ev.finished, delta);
-    if (c.finished) return;
   } else {
     delta->content = echo + ev.text;
+  }
+  if (c.tool_stream) delta->content = c.tool_stream->feed(delta->content);
+  if (c.args_stream) stream_arguments(c, delta);
+  if (c.finished) {  // cut by the content rules: what was held is plain content
+    if (c.tool_stream) delta->content += c.tool_stream->finish();
+    if (c.args_stream && !c.args_stream->started()) delta->content = c.text;
+    return;
   }
   if (ev.finished) {
     c.finished = true;
     c.finish_reason = finish_reason_name(ev.finish_reason);
+    if (c.tool_stream || c.args_stream) finish_tool_calls(c, delta);
     delta->finish_reason = c.finish_reason;
     if (ev.finish_reason == FinishReason::kError) model_error_ = true;
   }
@@ -304,6 +319,68 @@ CompletionSession::Next CompletionSession::next_event(size_t p, TokenEvent* ev, 
         break;
     }
   }
+}
+
+void CompletionSession::stream_arguments(Choice& c, ChunkFields* delta) {
+  const CallArgumentsStream::Piece p = c.args_stream->feed(delta->content);
+  delta->content.clear();
+  if (p.name_ready) {
+    c.call_id = new_response_id("chatcmpl-tool-");
+    delta->tool_calls = tool_call_header_json(0, ToolCall{c.call_id, p.name, ""});
+  }
+  if (p.arguments.empty()) return;
+  if (p.name_ready) delta->tool_calls[0]["function"]["arguments"] = p.arguments;
+  else delta->tool_calls = tool_call_arguments_json(0, p.arguments);
+}
+
+// The end of a streamed enforced call: the rest of its arguments. A call cut short (length)
+// keeps its finish_reason, as OpenAI's truncated calls do; output that never began a call
+// (cut before the name) is content.
+void CompletionSession::finish_streamed_call(Choice& c, ChunkFields* delta) {
+  const std::string rest = c.args_stream->finish();
+  auto calls = c.finish_reason == "error" ? std::nullopt : parse_tool_calls(c.text, req_.tools.names());
+  if (!c.args_stream->started()) {
+    if (!calls) delta->content = c.text;
+    return;
+  }
+  if (!rest.empty() && delta->tool_calls.is_null()) delta->tool_calls = tool_call_arguments_json(0, rest);
+  else if (!rest.empty()) delta->tool_calls[0]["function"]["arguments"] =
+      delta->tool_calls[0]["function"]["arguments"].get<std::string>() + rest;
+  c.calls_streamed = true;
+  if (!calls) return;
+  calls->resize(1);
+  (*calls)[0].id = c.call_id;
+  c.calls = std::move(*calls);
+  c.finish_reason = "tool_calls";
+}
+
+void CompletionSession::finish_tool_calls(Choice& c, ChunkFields* delta) {
+  if (c.args_stream) return finish_streamed_call(c, delta);
+  const std::string held = c.tool_stream->finish();
+  auto calls = c.finish_reason == "error" ? std::nullopt : parse_tool_calls(c.text, req_.tools.names());
+  if (!calls) {
+    delta->content += held;
+    return;
+  }
+  if (!req_.tools.parallel && calls->size() > 1) calls->resize(1);
+  for (ToolCall& t : *calls) t.id = new_response_id("chatcmpl-tool-");
+  c.calls = std::move(*calls);
+  c.finish_reason = "tool_calls";
+}
+
+bool CompletionSession::write_tool_calls(const Choice& c, int32_t index,
+                                         const std::function<std::string(const ChunkFields&)>& chunk,
+                                         const Writer& write) {
+  for (size_t i = 0; i < c.calls.size(); ++i) {
+    ChunkFields header;
+    header.index = index;
+    header.tool_calls = tool_call_header_json(static_cast<int32_t>(i), c.calls[i]);
+    ChunkFields args;
+    args.index = index;
+    args.tool_calls = tool_call_arguments_json(static_cast<int32_t>(i), c.calls[i].arguments);
+    if (!write(chunk(header)) || !write(chunk(args))) return false;
+  }
+  return true;
 }
 
 void CompletionSession::cancel_all() {
@@ -397,6 +474,7 @@ std::optional<ApiError> CompletionSession::collect(Json* response) {
     const Choice& c = choices_[i];
     // A stream ends without a choice's final event only when the engine stopped under it.
     results.push_back({static_cast<int32_t>(i), c.text, c.logprobs, c.finished ? c.finish_reason : "abort"});
+    results.back().tool_calls = c.calls;
     if (req_.prompt_logprobs >= 0) {
       results.back().with_prompt_logprobs = true;
       results.back().prompt_logprobs = prompt_logprobs_of(i / static_cast<size_t>(req_.params.n));
@@ -439,7 +517,13 @@ bool CompletionSession::stream(const Writer& write) {
       // Held-back partial characters send nothing; a token-id model (no tokenizer, so no text)
       // still sends one chunk per token, so clients see tokens as they are made.
       const bool untexted_token = ev.token >= 0 && !model_->has_tokenizer();
-      if (d.content.empty() && d.finish_reason.empty() && d.logprobs.is_null() && !untexted_token) continue;
+      if (d.content.empty() && d.finish_reason.empty() && d.logprobs.is_null() && d.tool_calls.is_null() &&
+          !untexted_token)
+        continue;
+      const Choice& c = choices_[static_cast<size_t>(d.index)];
+      if (!d.finish_reason.empty() && !c.calls.empty() && !c.calls_streamed &&
+          !write_tool_calls(c, d.index, chunk, write))
+        return false;
       if (!write(chunk(d))) return false;
     }
     if (next == Next::kClientGone) return false;

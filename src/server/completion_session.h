@@ -19,6 +19,7 @@
 #include "server/metrics.h"
 #include "server/openai_json.h"
 #include "server/serving_model.h"
+#include "server/tool_call_parser.h"
 
 namespace lancet::server {
 
@@ -71,6 +72,14 @@ class CompletionSession {
     size_t sent = 0;                             // bytes of text released to the client
     size_t hits_counted = 0;
     bool echoed = false;  // echo: the prompt text has been put before the output
+    // Tool mode (tools given, tool_choice not "none"): output held while it may be a call,
+    // and the calls it parsed into at the end.
+    std::unique_ptr<ToolCallStream> tool_stream;
+    std::vector<ToolCall> calls;
+    // Streaming a required / named call: its arguments go out as they are sampled.
+    std::unique_ptr<CallArgumentsStream> args_stream;
+    std::string call_id;        // the streamed call's id (sent with its header)
+    bool calls_streamed = false;  // the calls' deltas are already out
   };
   std::optional<ApiError> encode_prompts(std::vector<std::vector<int32_t>>* prompts);
   // Applies one event to its choice; fills the stream delta for it.
@@ -80,6 +89,15 @@ class CompletionSession {
   // deadline, the client check and (streaming, `keepalive` set) keep-alive comments.
   Next next_event(size_t p, TokenEvent* ev, const Writer* keepalive);
   void cancel_all();
+  // At a choice's end in tool mode: its output as tool calls (finish_reason "tool_calls"),
+  // or the held text released as content.
+  void finish_tool_calls(Choice& c, ChunkFields* delta);
+  // Streaming an enforced call: the delta's new output as the call's header / arguments.
+  void stream_arguments(Choice& c, ChunkFields* delta);
+  void finish_streamed_call(Choice& c, ChunkFields* delta);
+  // Streaming: the header and arguments chunks of a choice's calls.
+  bool write_tool_calls(const Choice& c, int32_t index, const std::function<std::string(const ChunkFields&)>& chunk,
+                        const Writer& write);
   // The prompt texts through the rules; the first block is the error.
   std::optional<ApiError> guard_prompts();
   // Output text of a choice through its scanner; fills delta->content with what is cleared.

@@ -25,6 +25,7 @@
 #include "server/http_listener.h"
 #include "server/http_reply.h"
 #include "server/openai_json.h"
+#include "server/request_constraints.h"
 
 namespace lancet::server {
 namespace {
@@ -141,17 +142,7 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, const std:
   if (!api.model.empty() && api.model != m->name())
     return send_error(res, not_found("The model `" + api.model.substr(0, 256) + "` does not exist.", "model",
                                      "model_not_found"));
-  if (api.output_format) {
-    structured::ConstraintCache* so = m->structured_outputs();
-    if (!so)
-      return send_error(res, bad_request("'" + api.output_format_field + "' needs the model's tokenizer, which this model lacks",
-                                         api.output_format_field));
-    auto c = so->constraint(*api.output_format);
-    if (!c.ok())
-      return send_error(res, bad_request("'" + api.output_format_field + "': " + c.status().message(),
-                                         api.output_format_field));
-    api.params.constraint = *c;
-  }
+  if (auto e = attach_constraints(m, &api)) return send_error(res, *e);
   if (in_flight.fetch_add(1) >= config.max_concurrent_requests) {
     in_flight.fetch_sub(1);
     return send_error(res, server_error(429, "the server is at its concurrency limit; retry later",
@@ -235,8 +226,11 @@ void HttpServer::Impl::handle_tokenize(const std::string& body, httplib::Respons
   TokenizeRequest tr;
   if (auto e = parse_tokenize_request(body, config.limits, &tr)) return send_error(res, *e);
   if (!m->has_tokenizer()) return send_error(res, bad_request("this model has no tokenizer"));
+  const bool tools = !tr.prompt && (!tr.tools.is_null() || has_tool_turns(tr.messages));
   StatusOr<std::vector<int32_t>> ids =
-      tr.prompt ? m->encode(*tr.prompt, tr.add_special_tokens) : m->encode_chat(tr.messages, tr.add_generation_prompt);
+      tr.prompt ? m->encode(*tr.prompt, tr.add_special_tokens)
+      : tools   ? m->encode_chat_with_tools(tr.messages, tr.tools, tr.add_generation_prompt)
+                : m->encode_chat(tr.messages, tr.add_generation_prompt);
   if (!ids.ok()) return send_error(res, bad_request(ids.status().message(), tr.prompt ? "prompt" : "messages"));
   Json out;
   out["count"] = ids->size();

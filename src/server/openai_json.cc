@@ -195,7 +195,8 @@ Err refuse_unsupported(const json& obj, ApiKind kind) {
   // vLLM's chat echo (repeat the last message) is not implemented; completions have echo.
   if (kind == ApiKind::kChat && set(field(obj, "echo")))
     return bad_request("'echo' is not supported on chat completions by this server; see docs/API.md", "echo");
-  if (const json* tc = field(obj, "tool_choice"); tc && !tc->is_null()) {
+  // Chat requests parse tools and tool_choice in tool_calls.cc.
+  if (const json* tc = field(obj, "tool_choice"); kind == ApiKind::kCompletion && tc && !tc->is_null()) {
     const json* tools = field(obj, "tools");
     const bool none = tc->is_string() && tc->get<std::string>() == "none";
     if ((!tools || tools->empty()) && !none)
@@ -295,6 +296,19 @@ void keep_schema_order(std::string_view body, ApiRequest* r) {
   }
 }
 
+// tools / tool_choice / parallel_tool_calls, read again in key order (tool schemas keep the
+// order of their properties, as response_format's do).
+Err parse_chat_tools(std::string_view body, ApiRequest* r) {
+  const nlohmann::ordered_json obj = nlohmann::ordered_json::parse(body.begin(), body.end(), nullptr, false);
+  if (!obj.is_object()) return bad_request("the request body must be a JSON object");
+  if (auto e = parse_tool_request(obj, &r->tools)) return e;
+  if (r->tools.enforced() && r->output_format)
+    return bad_request("'tool_choice' \"required\" or a named function cannot be combined with '" +
+                           r->output_format_field + "'",
+                       "tool_choice");
+  return std::nullopt;
+}
+
 // Fields both endpoints share: sampling knobs, limits, streaming.
 Err parse_common(const json& obj, const RequestLimits& lim, ApiRequest* r) {
   SamplingParams& p = r->params;
@@ -350,9 +364,9 @@ Err parse_common(const json& obj, const RequestLimits& lim, ApiRequest* r) {
     if (auto e = get_bool(*so, "continuous_usage_stats", &r->continuous_usage)) return e;
   }
   if (auto e = parse_output_format(obj, r)) return e;
-  if (const json* tools = field(obj, "tools")) {
+  if (const json* tools = field(obj, "tools"); tools && r->kind == ApiKind::kCompletion) {
     if (!tools->is_array()) return type_error("tools", "a list");
-    if (!tools->empty()) return bad_request("tool calling is not supported by this server", "tools");
+    if (!tools->empty()) return bad_request("'tools' is only supported on /v1/chat/completions", "tools");
   }
   return std::nullopt;
 }
@@ -383,6 +397,22 @@ Err message_content(const json& msg, const std::string& role, std::string* text)
   return std::nullopt;
 }
 
+// Tool turns: an assistant message's tool_calls (arguments parsed for the template) and a
+// tool message's tool_call_id.
+Err tool_message_fields(const json& msg, const std::string& role, nlohmann::ordered_json* norm) {
+  if (const json* calls = field(msg, "tool_calls")) {
+    if (role != "assistant") return bad_request("messages: only assistant messages may hold 'tool_calls'", "messages");
+    nlohmann::ordered_json normalized;
+    if (auto e = normalize_tool_calls(*calls, &normalized)) return e;
+    (*norm)["tool_calls"] = std::move(normalized);
+  }
+  if (role != "tool") return std::nullopt;
+  const json* id = field(msg, "tool_call_id");
+  if (!id || !id->is_string()) return bad_request("messages: a 'tool' message needs a string 'tool_call_id'", "messages");
+  (*norm)["tool_call_id"] = id->get<std::string>();
+  return std::nullopt;
+}
+
 Err parse_messages(const json& obj, const RequestLimits& lim, nlohmann::ordered_json* out) {
   const json* m = field(obj, "messages");
   if (!m) return bad_request("'messages' is required", "messages");
@@ -396,13 +426,14 @@ Err parse_messages(const json& obj, const RequestLimits& lim, nlohmann::ordered_
     if (!role || !role->is_string()) return bad_request("messages: each message needs a string 'role'", "messages");
     std::string r = role->get<std::string>();
     if (r == "developer") r = "system";
-    if (r != "system" && r != "user" && r != "assistant")
-      return bad_request("messages: role '" + r.substr(0, 32) + "' is not supported (system, user, assistant)",
+    if (r != "system" && r != "user" && r != "assistant" && r != "tool")
+      return bad_request("messages: role '" + r.substr(0, 32) + "' is not supported (system, user, assistant, tool)",
                          "messages");
     std::string text;
     if (auto e = message_content(msg, r, &text)) return e;
     nlohmann::ordered_json norm = {{"role", r}, {"content", text}};
     if (const json* name = field(msg, "name"); name && name->is_string()) norm["name"] = name->get<std::string>();
+    if (auto e = tool_message_fields(msg, r, &norm)) return e;
     out->push_back(std::move(norm));
   }
   return std::nullopt;
@@ -480,6 +511,7 @@ std::optional<ApiError> parse_chat_request(std::string_view body, const RequestL
     return bad_request("'top_logprobs' needs 'logprobs' set to true", "top_logprobs");
   if (out->want_logprobs) out->params.logprobs = out->top_logprobs;
   keep_schema_order(body, out);
+  if (auto e = parse_chat_tools(body, out)) return e;
   return check_choices(limits, *out);
 }
 
@@ -516,6 +548,9 @@ std::optional<ApiError> parse_tokenize_request(std::string_view body, const Requ
     out->prompt = p->get<std::string>();
   } else if (field(obj, "messages")) {
     if (auto e = parse_messages(obj, limits, &out->messages)) return e;
+    ApiRequest tools;
+    if (auto e = parse_chat_tools(body, &tools)) return e;
+    out->tools = tools.tools.tools_json;
   } else {
     return bad_request("'prompt' or 'messages' is required", "prompt");
   }

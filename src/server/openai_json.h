@@ -19,6 +19,7 @@
 
 #include "runner/sampling_params.h"
 #include "server/api_error.h"
+#include "server/tool_calls.h"
 #include "structured/output_format.h"
 
 namespace lancet::server {
@@ -43,7 +44,8 @@ enum class ApiKind { kChat, kCompletion };
 struct ApiRequest {
   ApiKind kind = ApiKind::kChat;
   std::string model;  // "" when absent (the served model is meant)
-  // Chat: messages normalized to [{role, content: string}] for the chat template.
+  // Chat: messages normalized to [{role, content: string}] for the chat template; assistant
+  // messages may add tool_calls (arguments as objects), tool messages tool_call_id.
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   bool add_generation_prompt = true;
   // Completions: either text prompts or token-id prompts (never both).
@@ -69,6 +71,8 @@ struct ApiRequest {
   // guided_choice; output_format_field names the field it came from (for errors about it).
   std::optional<structured::OutputFormat> output_format;
   std::string output_format_field;
+  // Chat tool calling: tools, tool_choice, parallel_tool_calls (tool_calls.h).
+  ToolRequest tools;
 
   int32_t num_prompts() const {
     return kind == ApiKind::kChat ? 1
@@ -85,11 +89,12 @@ std::optional<ApiError> parse_completion_request(std::string_view body, const Re
 std::optional<ApiError> parse_json_object(std::string_view body, const RequestLimits& limits,
                                           nlohmann::json* out);
 
-// /tokenize: {"prompt": str} or {"messages": [...]}, optional "add_special_tokens" (default
+// /tokenize: {"prompt": str} or {"messages": [...], "tools"?}, optional "add_special_tokens" (default
 // true), "add_generation_prompt". /detokenize: {"tokens": [ids]}.
 struct TokenizeRequest {
   std::optional<std::string> prompt;
   nlohmann::ordered_json messages;  // null unless given
+  nlohmann::ordered_json tools = nullptr;  // with messages: the tools list, as in a chat request
   bool add_special_tokens = true;
   bool add_generation_prompt = true;
 };
@@ -115,7 +120,8 @@ struct ChoiceResult {
   int32_t index = 0;
   std::string text;
   std::vector<TokenLogprobInfo> logprobs;  // used when the request wanted logprobs
-  std::string finish_reason;               // "stop", "length", "abort", "error"
+  std::string finish_reason;               // "stop", "length", "abort", "error", "tool_calls"
+  std::vector<ToolCall> tool_calls;        // chat: when set, the message is these calls (content null)
   // vLLM's prompt_logprobs (prompt_logprobs_json), sent when with_prompt_logprobs: on each
   // completions choice, at the top of a chat response (from the first choice).
   bool with_prompt_logprobs = false;
@@ -180,7 +186,12 @@ struct ChunkFields {
   std::string content;
   Json logprobs = nullptr;
   std::string finish_reason;
+  Json tool_calls = nullptr;  // chat: the delta's "tool_calls" (tool_call_delta_json) when set
 };
+// Stream deltas of one tool call: the header (index, id, type, name, "" arguments) and then
+// an arguments fragment.
+Json tool_call_header_json(int32_t index, const ToolCall& call);
+Json tool_call_arguments_json(int32_t index, const std::string& fragment);
 Json chat_chunk_json(const ResponseMeta& meta, const ChunkFields& f, const Json* usage);
 Json completion_chunk_json(const ResponseMeta& meta, const ChunkFields& f, const Json* usage);
 // The final usage chunk: "choices": [] and the usage.

@@ -122,6 +122,12 @@ Json chat_response_json(const ResponseMeta& meta, const std::vector<ChoiceResult
     Json choice;
     choice["index"] = c.index;
     choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    if (!c.tool_calls.empty()) {
+      Json calls = Json::array();
+      for (const ToolCall& t : c.tool_calls)
+        calls.push_back({{"id", t.id}, {"type", "function"}, {"function", {{"name", t.name}, {"arguments", t.arguments}}}});
+      choice["message"] = {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", std::move(calls)}};
+    }
     choice["logprobs"] = with_logprobs ? chat_logprobs_json(c.logprobs) : Json(nullptr);
     choice["finish_reason"] = null_or(c.finish_reason);
     cs.push_back(std::move(choice));
@@ -157,6 +163,7 @@ Json chat_chunk_json(const ResponseMeta& meta, const ChunkFields& f, const Json*
   Json delta = Json::object();
   if (f.role) delta["role"] = "assistant";
   if (f.role || !f.content.empty()) delta["content"] = f.content;
+  if (!f.tool_calls.is_null()) delta["tool_calls"] = f.tool_calls;
   Json choice;
   choice["index"] = f.index;
   choice["delta"] = std::move(delta);
@@ -165,6 +172,19 @@ Json chat_chunk_json(const ResponseMeta& meta, const ChunkFields& f, const Json*
   out["choices"] = Json::array({std::move(choice)});
   if (usage) out["usage"] = *usage;
   return out;
+}
+
+Json tool_call_header_json(int32_t index, const ToolCall& call) {
+  Json c;
+  c["index"] = index;
+  c["id"] = call.id;
+  c["type"] = "function";
+  c["function"] = {{"name", call.name}, {"arguments", ""}};
+  return Json::array({std::move(c)});
+}
+
+Json tool_call_arguments_json(int32_t index, const std::string& fragment) {
+  return Json::array({{{"index", index}, {"function", {{"arguments", fragment}}}}});
 }
 
 Json completion_chunk_json(const ResponseMeta& meta, const ChunkFields& f, const Json* usage) {

@@ -29,6 +29,17 @@ class RuntimeModel : public ServingModel {
     opt.add_generation_prompt = add_generation_prompt;
     return rt_->encode_chat(messages, opt);
   }
+  StatusOr<std::vector<int32_t>> encode_chat_with_tools(const nlohmann::ordered_json& messages,
+                                                        const nlohmann::ordered_json& tools,
+                                                        bool add_generation_prompt) const override {
+    if (!has_chat_template()) return InvalidArgument("this model has no tokenizer or chat template");
+    if (!template_handles_tools(rt_->chat_template_source()))
+      return encode_chat(fallback_tool_messages(messages, tools), add_generation_prompt);
+    ChatTemplateOptions opt;
+    opt.add_generation_prompt = add_generation_prompt;
+    opt.tools = tools;
+    return rt_->encode_chat(messages, opt);
+  }
   std::string decode(std::span<const int32_t> ids) const override {
     return rt_->tokenizer() ? rt_->tokenizer()->decode(ids) : std::string();
   }

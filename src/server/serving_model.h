@@ -14,6 +14,7 @@
 
 #include "core/status.h"
 #include "engine/async_engine.h"
+#include "server/tool_prompt.h"
 #include "structured/constraint_cache.h"
 
 namespace lancet {
@@ -35,6 +36,13 @@ class ServingModel {
   // Messages [{role, content}] -> prompt ids through the chat template.
   virtual StatusOr<std::vector<int32_t>> encode_chat(const nlohmann::ordered_json& messages,
                                                      bool add_generation_prompt) const = 0;
+  // With the request's tools (null: none): a template that handles tools gets them as its
+  // `tools` variable; others render fallback_tool_messages (tool_prompt.h), as here.
+  virtual StatusOr<std::vector<int32_t>> encode_chat_with_tools(const nlohmann::ordered_json& messages,
+                                                                const nlohmann::ordered_json& tools,
+                                                                bool add_generation_prompt) const {
+    return encode_chat(fallback_tool_messages(messages, tools), add_generation_prompt);
+  }
   virtual std::string decode(std::span<const int32_t> ids) const = 0;
   virtual std::string token_text(int32_t id) const = 0;
   virtual AsyncEngine& engine() = 0;
