@@ -32,8 +32,13 @@ StatusOr<DocPrompt> build_document_prompt(const DocumentText& doc, const DocRequ
     ASSIGN_OR_RETURN(auto ids, model.encode_chat(m));
     return static_cast<int64_t>(ids.size());
   };
-  RETURN_IF_ERROR(check_fits(out.blocks, req, max_tokens, model.max_model_len, prompt_tokens));
+  // The whole prompt is encoded once; check_fits re-encodes shorter prompts only to report
+  // how much does not fit.
   ASSIGN_OR_RETURN(out.ids, model.encode_chat(document_messages(out.blocks, req)));
+  if (static_cast<int64_t>(out.ids.size()) + max_tokens > model.max_model_len) {
+    RETURN_IF_ERROR(check_fits(out.blocks, req, max_tokens, model.max_model_len, prompt_tokens));
+    return Internal("the document prompt's length changed between two encodings");
+  }
   return out;
 }
 
