@@ -17,6 +17,7 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "backend/op_timing.h"
 
 namespace lancet {
 
@@ -305,6 +306,23 @@ class Backend {
     (void)total_bytes;
     return false;
   }
+
+  // ---- op timing (a profiling mode, backend/op_timing.h): every op's time by kind ----
+  // Starts (a fresh timer) or stops timing; Unimplemented where the backend cannot time ops.
+  Status set_op_timing(bool on);
+  bool op_timing() const { return op_timer_ != nullptr; }
+  // Waits for the ops since the last call and adds their times to *acc; one call per step.
+  Status take_op_times(OpTimes* acc);
+
+ protected:
+  virtual StatusOr<std::unique_ptr<OpTimer>> make_op_timer() {
+    return Unimplemented(std::string(name()) + " backend cannot time its ops");
+  }
+  // Null while timing is off; each op runs inside OpScope(op_timer(), kind).
+  OpTimer* op_timer() const { return op_timer_.get(); }
+
+ private:
+  std::unique_ptr<OpTimer> op_timer_;
 };
 
 // The fused ops' and alloc_host's defaults, inline so that every backend library has them
@@ -323,6 +341,20 @@ inline Status Backend::matmul_gate_up_silu(const float* x, int64_t n, const Weig
   RETURN_IF_ERROR(matmul(x, n, gate, gate_out));
   RETURN_IF_ERROR(matmul(x, n, up, up_out));
   return silu_mul(gate_out, up_out, n, gate.rows, act);
+}
+
+inline Status Backend::set_op_timing(bool on) {
+  if (!on) {
+    op_timer_.reset();
+    return OkStatus();
+  }
+  ASSIGN_OR_RETURN(op_timer_, make_op_timer());
+  return OkStatus();
+}
+
+inline Status Backend::take_op_times(OpTimes* acc) {
+  if (!op_timer_) return FailedPrecondition(std::string(name()) + " backend: op timing is off");
+  return op_timer_->take(acc);
 }
 
 inline StatusOr<Buffer> Backend::alloc_host(size_t nbytes) {

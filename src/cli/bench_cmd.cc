@@ -18,6 +18,7 @@
 #include <sys/resource.h>
 
 #include "cli/bench_dataset.h"
+#include "cli/bench_profile.h"
 #include "cli/commands.h"
 #include "cli/parse_args.h"
 #include "cli/runtime_flags.h"
@@ -103,6 +104,8 @@ void add_bench_model_flags(CLI::App& app, RuntimeConfig* rc) {
     app.add_option("--gpu-memory-utilization", rc->gpu_memory_utilization,
                    "fraction of GPU memory for weights, activations and KV cache")
         ->capture_default_str();
+  app.add_flag("--profile-steps", rc->profile_ops,
+               "time every op on the device and report where a step's time goes (steps run eagerly)");
 }
 
 // The model's tokenizer as the dataset reader uses it (prompts encoded as the API would).
@@ -157,11 +160,20 @@ StatusOr<std::vector<RequestTiming>> run_requests(Runtime& rt, const std::vector
     }
     return timings;
   }
+  std::vector<GenerationRequest> reqs;
+  for (const auto& p : prompts) reqs.push_back(request(p));
   std::vector<std::shared_ptr<RequestStream>> streams;
   const auto t0 = Clock::now();
-  for (const auto& p : prompts) {
-    ASSIGN_OR_RETURN(auto s, rt.async_engine().submit(request(p)));
-    streams.push_back(s);
+  // All at once, as vLLM's offline benchmark adds them: the engine takes every request before
+  // its next step.
+  auto submitted = rt.async_engine().submit_all(reqs);
+  for (auto& s : submitted) {
+    if (!s.ok()) {
+      for (auto& open : submitted)
+        if (open.ok()) (*open)->cancel();
+      return s.status();
+    }
+    streams.push_back(*s);
   }
   // Streams buffer their events, so reading them in order loses no timing information that
   // matters here (TTFT and e2e are taken when the events are read; the engine does not wait).
@@ -248,6 +260,7 @@ int bench_throughput(int argc, char** argv) {
                       {"preemptions", (*rt)->async_engine().stats().preemptions}};
   add_speculation((*rt)->async_engine().stats(), &j);
   add_engine_timing((*rt)->async_engine().stats(), &j);
+  add_step_profile((*rt)->take_step_profile(), &j);
   if (json) {
     std::printf("%s\n", j.dump().c_str());
   } else {
@@ -260,6 +273,7 @@ int bench_throughput(int argc, char** argv) {
     std::printf("%-22s %.1f\n", "total tokens/s", j["total_tokens_per_s"].get<double>());
     print_speculation(j, 22);
     print_engine_timing(j, 22);
+    print_step_profile(j);
   }
   return 0;
 }
@@ -295,6 +309,7 @@ int latency_at(Runtime& rt, const RuntimeConfig& rc, const SamplingParams& sp, i
                const LatencyOptions& o) {
   std::vector<double> ttft, tpot, e2e;
   const int batch_size = o.batch_size, output_len = o.output_len, iters = o.iters;
+  if (o.warmup == 0) rt.take_step_profile();  // nothing from before this length
   for (int it = 0; it < o.warmup + iters; ++it) {
     // Fresh prompts every iteration: no prefix-cache hits.
     auto prompts = random_prompts(rt, batch_size, input_len, 1000 + static_cast<uint64_t>(it) * batch_size);
@@ -307,6 +322,7 @@ int latency_at(Runtime& rt, const RuntimeConfig& rc, const SamplingParams& sp, i
       std::fprintf(stderr, "lancet bench latency: input length %d: %s\n", input_len, t.status().to_string().c_str());
       return 1;
     }
+    if (it + 1 == o.warmup) rt.take_step_profile();  // the profile covers the measured iterations
     if (it < o.warmup) continue;
     // A batch counts as one measurement: its first tokens are in when the slowest request's
     // is, it ends with the last one, and each request's TPOT is the median's input.
@@ -346,6 +362,7 @@ int latency_at(Runtime& rt, const RuntimeConfig& rc, const SamplingParams& sp, i
   j["peak_rss_bytes"] = peak_rss_bytes();
   add_speculation(rt.async_engine().stats(), &j);  // totals since the model loaded (all lengths so far)
   add_engine_timing(rt.async_engine().stats(), &j);  // likewise
+  add_step_profile(rt.take_step_profile(), &j);      // this length's measured iterations
   if (o.weight_gb > 0 && o.bandwidth_tbs > 0) {
     const double roof = o.bandwidth_tbs * 1e3 / o.weight_gb;
     j["roofline_tok_per_s"] = roof;
@@ -371,6 +388,7 @@ int latency_at(Runtime& rt, const RuntimeConfig& rc, const SamplingParams& sp, i
                   j["roofline_tok_per_s"].get<double>());
     print_speculation(j, 18);
     print_engine_timing(j, 18);
+    print_step_profile(j);
   }
   return 0;
 }

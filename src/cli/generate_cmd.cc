@@ -76,14 +76,16 @@ int run_prompts_file(Runtime& r, const std::string& path, const std::vector<Prom
     if (!req.ok()) return fail(line, req.status());
     reqs.push_back(std::move(*req));
   }
+  // One submit_all: the engine takes every prompt before its next step.
+  auto submitted = r.async_engine().submit_all(reqs);
   std::vector<std::shared_ptr<RequestStream>> streams;
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    auto s = r.async_engine().submit(reqs[i]);
-    if (!s.ok()) {  // the engine's own checks (e.g. prompt + max_tokens past --max-model-len)
-      for (auto& prev : streams) prev->cancel();
-      return fail(lines[i], s.status());
+  for (size_t i = 0; i < submitted.size(); ++i) {
+    if (!submitted[i].ok()) {  // the engine's own checks (e.g. prompt + max_tokens past --max-model-len)
+      for (auto& s : submitted)
+        if (s.ok()) (*s)->cancel();
+      return fail(lines[i], submitted[i].status());
     }
-    streams.push_back(std::move(*s));
+    streams.push_back(*submitted[i]);
   }
   bool failed = false;
   for (size_t i = 0; i < streams.size(); ++i) {

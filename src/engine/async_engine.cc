@@ -2,6 +2,8 @@
 // work to it through mu_ (see async_engine.h).
 #include "engine/async_engine.h"
 
+#include <algorithm>
+
 #include "core/logging.h"
 
 namespace lancet {
@@ -60,16 +62,37 @@ AsyncEngine::AsyncEngine(Engine* engine, OutputStage* output) : engine_(engine),
 AsyncEngine::~AsyncEngine() { shutdown(/*drain=*/false); }
 
 StatusOr<std::shared_ptr<RequestStream>> AsyncEngine::submit(const GenerationRequest& req) {
-  PendingSubmit pending;
-  pending.request = &req;
-  std::unique_lock<std::mutex> lock(mu_);
-  if (!accepting_) return FailedPrecondition("the server is shutting down");
-  submits_.push_back(&pending);
-  ++active_;
-  work_cv_.notify_one();
-  submit_cv_.wait(lock, [&] { return pending.done; });
-  if (!pending.status.ok()) return pending.status;
-  return pending.stream;
+  return std::move(submit_all(std::span<const GenerationRequest>(&req, 1)).front());
+}
+
+std::vector<StatusOr<std::shared_ptr<RequestStream>>> AsyncEngine::submit_all(
+    std::span<const GenerationRequest> reqs) {
+  std::vector<PendingSubmit> pending(reqs.size());
+  std::vector<StatusOr<std::shared_ptr<RequestStream>>> out;
+  out.reserve(reqs.size());
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!accepting_) {
+      for (size_t i = 0; i < reqs.size(); ++i) out.emplace_back(FailedPrecondition("the server is shutting down"));
+      return out;
+    }
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      pending[i].request = &reqs[i];
+      submits_.push_back(&pending[i]);
+    }
+    active_ += static_cast<int64_t>(reqs.size());
+    work_cv_.notify_one();
+    submit_cv_.wait(lock, [&] {
+      return std::all_of(pending.begin(), pending.end(), [](const PendingSubmit& p) { return p.done; });
+    });
+  }
+  for (PendingSubmit& p : pending) {
+    if (p.status.ok())
+      out.emplace_back(std::move(p.stream));
+    else
+      out.emplace_back(p.status);
+  }
+  return out;
 }
 
 void AsyncEngine::abort(int64_t request_id) {

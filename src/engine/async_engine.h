@@ -20,6 +20,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <span>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -76,6 +77,9 @@ class AsyncEngine {
   // or FailedPrecondition once shutting down. Waits for the loop to take the request (at most
   // the step in progress).
   StatusOr<std::shared_ptr<RequestStream>> submit(const GenerationRequest& req);
+  // Queues every request at once, in order, so that the loop takes them all before its next
+  // step (one submit() after another adds one request per step); one result per request.
+  std::vector<StatusOr<std::shared_ptr<RequestStream>>> submit_all(std::span<const GenerationRequest> reqs);
   void abort(int64_t request_id);
   // Stops accepting work; with drain, waits until every request in flight has finished,
   // without, aborts them and waits for their final events. Then stops the loop.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "runner/step_builder.h"
 
@@ -12,7 +13,7 @@ namespace lancet {
 StatusOr<std::unique_ptr<LlamaExecutor>> LlamaExecutor::create(LlamaModel& model, const KvBlockConfig& blocks,
                                                                DType kv_dtype, const LlamaExecutorOptions& opts) {
   std::unique_ptr<LlamaExecutor> e(new LlamaExecutor(model, blocks));
-  bool graphs = opts.decode_graphs;
+  bool graphs = opts.decode_graphs && !opts.op_timing;
   for (int r = 0; r < model.num_ranks(); ++r) {
     Backend& be = model.backend(r);
     RETURN_IF_ERROR(be.make_current());
@@ -24,11 +25,20 @@ StatusOr<std::unique_ptr<LlamaExecutor>> LlamaExecutor::create(LlamaModel& model
     graphs = graphs && be.supports_graphs();
   }
   RETURN_IF_ERROR(model.backend(0).make_current());
+  if (opts.op_timing) {
+    RETURN_IF_ERROR(model.backend(0).set_op_timing(true));
+    e->op_timing_ = true;
+  }
   if (graphs) e->graphs_ = std::make_unique<DecodeGraphs>(model, blocks.block_size);
   return e;
 }
 
 LlamaExecutor::~LlamaExecutor() = default;
+
+StepProfile LlamaExecutor::take_step_profile() {
+  const std::lock_guard<std::mutex> lock(profile_mu_);
+  return std::exchange(profile_, StepProfile{});
+}
 
 Status LlamaExecutor::set_kv_scales(const std::vector<float>& k, const std::vector<float>& v) {
   for (auto& kv : kv_) RETURN_IF_ERROR(kv->set_scales(k, v));
@@ -133,7 +143,13 @@ Status LlamaExecutor::run_rows(std::span<const SeqStepInput> batch, std::span<co
     out += e - r;
     r = e;
   }
-  return be.synchronize();
+  RETURN_IF_ERROR(be.synchronize());
+  if (!op_timing_) return OkStatus();
+  OpTimes step;
+  RETURN_IF_ERROR(be.take_op_times(&step));
+  const std::lock_guard<std::mutex> lock(profile_mu_);
+  (st.num_tokens == st.num_seqs ? profile_.decode : profile_.prompt).add(step);
+  return OkStatus();
 }
 
 }  // namespace lancet

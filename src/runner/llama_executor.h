@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <span>
 #include <vector>
 
@@ -19,6 +20,16 @@ namespace lancet {
 struct LlamaExecutorOptions {
   // Replay decode steps as captured graphs on backends that have them (runner/decode_graphs.h).
   bool decode_graphs = true;
+  // Time every op on rank 0 (Backend::set_op_timing; the steps then run eagerly), summed by
+  // kind of step into step_profile().
+  bool op_timing = false;
+};
+
+// Where the device time of the steps went (rank 0): steps in which every sequence decodes one
+// token, and steps with prompt (or draft) tokens.
+struct StepProfile {
+  OpTimes decode;
+  OpTimes prompt;
 };
 
 class LlamaExecutor : public ModelExecutor {
@@ -45,6 +56,9 @@ class LlamaExecutor : public ModelExecutor {
   const KvBuffers& kv(int rank) const { return *kv_.at(rank); }
   LlamaModel& model() { return model_; }
   int64_t num_decode_graphs() const { return graphs_ ? graphs_->num_graphs() : 0; }
+  // The op times since the last call (zero without LlamaExecutorOptions::op_timing), and
+  // starts over; any thread.
+  StepProfile take_step_profile();
 
  private:
   LlamaExecutor(LlamaModel& model, const KvBlockConfig& blocks) : model_(model), blocks_(blocks) {}
@@ -62,6 +76,9 @@ class LlamaExecutor : public ModelExecutor {
   std::vector<KvBuffers*> kv_ptrs_;
   std::vector<std::unique_ptr<StepUploader>> uploaders_;  // one per rank: steps that run eagerly
   std::unique_ptr<DecodeGraphs> graphs_;                  // null when disabled or unsupported
+  bool op_timing_ = false;
+  std::mutex profile_mu_;
+  StepProfile profile_;  // guarded by profile_mu_
 };
 
 }  // namespace lancet

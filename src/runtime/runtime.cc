@@ -57,6 +57,8 @@ Runtime::~Runtime() {
   engine_.reset();
 }
 
+StepProfile Runtime::take_step_profile() { return impl_->executor->take_step_profile(); }
+
 StatusOr<std::vector<int32_t>> Runtime::encode_prompt(const std::string& text, bool parse_special) const {
   if (!tokenizer_) return InvalidArgument("this model has no tokenizer: send token ids instead of text");
   return tokenizer_->encode(text, EncodeOptions{.parse_special = parse_special,

@@ -49,6 +49,9 @@ struct RuntimeConfig {
   // serving never does.
   bool allow_forced_acceptance = false;
   bool enforce_eager = false;        // no decode graphs (CUDA): every kernel launched each step
+  // Time every op of the target model on the device, by kind (Runtime::take_step_profile);
+  // the steps then run eagerly and a little slower. For benchmarks (--profile-steps).
+  bool profile_ops = false;
   std::string activation_precision = "fast";  // "fast" (bf16 GEMM inputs) or "exact" (backend.h)
   // Attention over an FP8 KV cache: "f16" (E4M3 widened, 16-bit Q) or "e4m3" (prompt chunks
   // round Q to E4M3 per row for FP8 Q K^T; backend.h Fp8AttentionMath).
@@ -116,6 +119,10 @@ class Runtime {
     int64_t draft_kv_bytes = 0;
   };
   const MemoryReport& memory_report() const { return memory_; }
+
+  // With profile_ops: the target's op times by kind since the last call, and starts over
+  // (zero without profile_ops). Any thread.
+  StepProfile take_step_profile();
 
  private:
   Runtime() = default;

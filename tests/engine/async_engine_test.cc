@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <mutex>
 #include <tuple>
 #include <random>
 #include <thread>
@@ -358,6 +359,65 @@ TEST(AsyncEngine, CancelEndsTheStreamWithinOneStep) {
   EXPECT_EQ(async.stats().num_free_blocks, 400);
   EXPECT_EQ(async.stats().num_running, 0);
   EXPECT_EQ(model.stalls.load(), 0);
+}
+
+}  // namespace
+}  // namespace lancet
+
+namespace lancet {
+namespace {
+
+// Records the number of sequences in each pass.
+class BatchSizeModel : public ModelExecutor {
+ public:
+  int64_t vocab_size() const override { return 100; }
+  int32_t block_size() const override { return 4; }
+  int64_t num_blocks() const override { return 400; }
+  Status execute(std::span<const SeqStepInput> batch, std::vector<float>* logits) override {
+    testing::successor_logits(batch, 100, logits);
+    std::lock_guard<std::mutex> lock(mu);
+    sizes.push_back(static_cast<int>(batch.size()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    return OkStatus();
+  }
+  std::mutex mu;
+  std::vector<int> sizes;
+};
+
+TEST(AsyncEngine, SubmitAllPutsEveryRequestInTheFirstStep) {
+  BatchSizeModel model;
+  EngineConfig cfg;
+  cfg.scheduler = {.max_num_batched_tokens = 256, .max_num_seqs = 32, .max_model_len = 256};
+  Engine engine(cfg, &model);
+  AsyncEngine async(&engine);
+  std::vector<GenerationRequest> reqs(20);
+  for (int i = 0; i < 20; ++i) {
+    reqs[i].prompt = {i, i + 1, i + 2};
+    reqs[i].params.temperature = 0;
+    reqs[i].params.max_tokens = 4;
+  }
+  reqs[7].prompt = {100};  // outside the vocabulary: only this one is refused
+  auto streams = async.submit_all(reqs);
+  ASSERT_EQ(streams.size(), 20u);
+  for (int i = 0; i < 20; ++i) {
+    if (i == 7) {
+      EXPECT_EQ(streams[i].status().code(), StatusCode::kInvalidArgument);
+      continue;
+    }
+    ASSERT_TRUE(streams[i].ok()) << i << ": " << streams[i].status().to_string();
+    TokenEvent ev;
+    std::vector<int32_t> got;
+    while ((*streams[i])->next(&ev))
+      if (ev.token >= 0) got.push_back(ev.token);
+    EXPECT_EQ(got, (std::vector<int32_t>{i + 3, i + 4, i + 5, i + 6})) << i;
+  }
+  std::lock_guard<std::mutex> lock(model.mu);
+  ASSERT_GE(model.sizes.size(), 4u);
+  // The 19 accepted prompts (57 tokens, within the step budget) are all in the first pass,
+  // then decode together: 4 passes in all.
+  EXPECT_EQ(model.sizes.front(), 19);
+  EXPECT_EQ(model.sizes.size(), 4u);
+  EXPECT_EQ(async.num_active_requests(), 0);
 }
 
 }  // namespace

@@ -56,6 +56,7 @@ inline uint8_t encode_e4m3(float f) {
 }  // namespace
 
 Status CpuBackend::kv_write(const KvWriteArgs& a, const KvCacheLayer& c) {
+  const OpScope timed(op_timer(), OpKind::kKvWrite);
   RETURN_IF_ERROR(check_cache(c));
   const int64_t num_slots = c.num_blocks * c.block_size;
   for (int64_t t = 0; t < a.num_tokens; ++t)
@@ -94,6 +95,7 @@ Status CpuBackend::kv_write(const KvWriteArgs& a, const KvCacheLayer& c) {
 }
 
 Status CpuBackend::paged_attention(const PagedAttentionArgs& args, const KvCacheLayer& c) {
+  const OpScope timed(op_timer(), OpKind::kAttention);
   RETURN_IF_ERROR(check_cache(c));
   PagedAttentionArgs a = args;
   if (fp8_attention_ == Fp8AttentionMath::kE4m3Query && c.dtype == DType::kF8E4M3 &&

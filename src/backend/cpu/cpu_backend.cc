@@ -9,6 +9,7 @@
 
 #include "core/thread_pool.h"
 #include "quant/gguf_blocks.h"
+#include "backend/cpu/host_op_timer.h"
 #include "backend/weight_check.h"
 
 namespace lancet::cpu {
@@ -83,6 +84,7 @@ StatusOr<Buffer> CpuBackend::upload_vector_f32(const TensorView& t, const std::s
 }
 
 Status CpuBackend::embedding(const WeightMatrix& table, const int32_t* ids, int64_t n, float* out) {
+  const OpScope timed(op_timer(), OpKind::kEmbedding);
   for (int64_t i = 0; i < n; ++i)
     if (ids[i] < 0 || ids[i] >= table.rows)
       return OutOfRange(table.name + ": token id " + std::to_string(ids[i]) + " outside [0, " +
@@ -96,6 +98,7 @@ Status CpuBackend::embedding(const WeightMatrix& table, const int32_t* ids, int6
 }
 
 Status CpuBackend::rms_norm(const RmsNormArgs& a) {
+  const OpScope timed(op_timer(), OpKind::kNorm);
   if (a.rows < 0 || a.dim <= 0 || !a.weight || !a.out || (!a.x && !a.residual))
     return InvalidArgument("rms_norm: bad arguments");
   pool().parallel_for(a.rows, [&](int64_t b, int64_t e, int) {
@@ -122,6 +125,7 @@ Status CpuBackend::rms_norm(const RmsNormArgs& a) {
 }
 
 Status CpuBackend::rope(const RopeArgs& a) {
+  const OpScope timed(op_timer(), OpKind::kRope);
   if (a.rotary_dim <= 0 || a.rotary_dim > a.head_dim || a.rotary_dim % 2 != 0)
     return InvalidArgument("rope: rotary_dim " + std::to_string(a.rotary_dim) + " must be even and <= head_dim");
   for (int64_t t = 0; t < a.num_tokens; ++t)
@@ -156,6 +160,7 @@ Status CpuBackend::rope(const RopeArgs& a) {
 }
 
 Status CpuBackend::silu_mul(const float* gate, const float* up, int64_t n, int64_t d, float* out) {
+  const OpScope timed(op_timer(), OpKind::kActivation);
   pool().parallel_for(n * d, [&](int64_t b, int64_t e, int) {
     for (int64_t i = b; i < e; ++i) {
       const float g = gate[i];
@@ -167,6 +172,7 @@ Status CpuBackend::silu_mul(const float* gate, const float* up, int64_t n, int64
 
 Status CpuBackend::gather_rows(const float* x, int64_t n, int64_t d, const int32_t* rows, int64_t r,
                                float* out) {
+  const OpScope timed(op_timer(), OpKind::kGather);
   for (int64_t i = 0; i < r; ++i) {
     if (rows[i] < 0 || rows[i] >= n)
       return OutOfRange("gather_rows: row " + std::to_string(rows[i]) + " outside [0, " + std::to_string(n) + ")");
@@ -174,6 +180,8 @@ Status CpuBackend::gather_rows(const float* x, int64_t n, int64_t d, const int32
   }
   return OkStatus();
 }
+
+StatusOr<std::unique_ptr<OpTimer>> CpuBackend::make_op_timer() { return make_host_op_timer(); }
 
 }  // namespace lancet::cpu
 

@@ -45,6 +45,9 @@ class CpuBackend final : public Backend {
   Status gather_rows(const float* x, int64_t n, int64_t d, const int32_t* rows, int64_t r,
                      float* out) override;
 
+ protected:
+  StatusOr<std::unique_ptr<OpTimer>> make_op_timer() override;
+
  private:
   Status matmul_tiles(const float* x, int64_t n, const WeightMatrix& w, float* y);
   Status matmul_quant(const float* x, int64_t n, const PackedWeight& w, float* y);

@@ -34,6 +34,7 @@ const QuantGemmKernels* select_quant_kernels(const std::string& isa) {
 }
 
 Status CpuBackend::matmul(const float* x, int64_t n, const WeightMatrix& w, float* y) {
+  const OpScope timed(op_timer(), OpKind::kGemm);
   if (!w.data || w.rows <= 0 || w.cols <= 0) return InvalidArgument("matmul: empty weight " + w.name);
   if (n < 0) return InvalidArgument("matmul: negative row count for " + w.name);
   if (n == 0) return OkStatus();

@@ -30,6 +30,8 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }  // namespace
 
 Status CudaBackend::kv_write(const KvWriteArgs& a, const KvCacheLayer& c) {
+  const OpScope timed(op_timer(), OpKind::kKvWrite);
+
   RETURN_IF_ERROR(check_cache(c));
   if (a.num_tokens < 0) return InvalidArgument("kv_write: negative token count");
   if (a.num_tokens == 0) return OkStatus();
@@ -44,6 +46,8 @@ AttentionStepPlan CudaBackend::plan_attention(const AttentionPlanQuery& q, const
 }
 
 Status CudaBackend::paged_attention(const PagedAttentionArgs& a, const KvCacheLayer& c) {
+  const OpScope timed(op_timer(), OpKind::kAttention);
+
   RETURN_IF_ERROR(check_cache(c));
   if (c.head_dim != 64 && c.head_dim != 128)
     return Unimplemented("paged_attention: head_dim " + std::to_string(c.head_dim) + " (cuda supports 64 and 128)");

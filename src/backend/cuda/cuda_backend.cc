@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/event_op_timer.h"
 #include "backend/cuda/kernels.h"
 #include "core/thread_pool.h"
 #include "quant/gguf_blocks.h"
@@ -163,6 +164,11 @@ Status CudaBackend::launch_status(cudaError_t e, const char* op) {
 
 // ---- weights ----
 
+StatusOr<std::unique_ptr<OpTimer>> CudaBackend::make_op_timer() {
+  if (capturing_) return FailedPrecondition("cuda backend: ops cannot be timed while a graph is captured");
+  return make_event_op_timer(ctx_->stream);
+}
+
 StatusOr<WeightMatrix> CudaBackend::upload_weight(const WeightSpec& spec) {
   ASSIGN_OR_RETURN(const size_t src_row_bytes, check_weight_spec(spec));
   const TensorView& t = *spec.tensor;
@@ -276,6 +282,8 @@ StatusOr<Buffer> CudaBackend::upload_vector_f32(const TensorView& t, const std::
 // ---- element-wise ops ----
 
 Status CudaBackend::embedding(const WeightMatrix& table, const int32_t* ids, int64_t n, float* out) {
+  const OpScope timed(op_timer(), OpKind::kEmbedding);
+
   if (n < 0) return InvalidArgument("embedding: negative token count");
   if (table.dtype != DType::kBF16 || !table.data)
     return Unimplemented("embedding: table " + table.name + " is " + dtype_name(table.dtype) +
@@ -286,6 +294,8 @@ Status CudaBackend::embedding(const WeightMatrix& table, const int32_t* ids, int
 }
 
 Status CudaBackend::rms_norm(const RmsNormArgs& a) {
+  const OpScope timed(op_timer(), OpKind::kNorm);
+
   if (a.rows < 0 || a.dim <= 0 || !a.weight || !a.out || (!a.x && !a.residual))
     return InvalidArgument("rms_norm: bad arguments");
   // Rows that will take a cuBLASLt GEMM (more than kGemvMaxRows) are also written in the GEMMs'
@@ -310,6 +320,8 @@ Status CudaBackend::rms_norm(const RmsNormArgs& a) {
 }
 
 Status CudaBackend::rope(const RopeArgs& a) {
+  const OpScope timed(op_timer(), OpKind::kRope);
+
   if (a.rotary_dim <= 0 || a.rotary_dim > a.head_dim || a.rotary_dim % 2 != 0)
     return InvalidArgument("rope: rotary_dim " + std::to_string(a.rotary_dim) + " must be even and <= head_dim");
   if (a.num_tokens < 0 || a.num_heads < 0 || a.num_kv_heads < 0 || !a.positions || !a.cos || !a.sin)
@@ -318,12 +330,16 @@ Status CudaBackend::rope(const RopeArgs& a) {
 }
 
 Status CudaBackend::silu_mul(const float* gate, const float* up, int64_t n, int64_t d, float* out) {
+  const OpScope timed(op_timer(), OpKind::kActivation);
+
   if (n < 0 || d < 0) return InvalidArgument("silu_mul: negative size");
   return launch_status(launch_silu_mul(gate, up, n * d, out, ctx_->stream), "silu_mul");
 }
 
 Status CudaBackend::gather_rows(const float* x, int64_t n, int64_t d, const int32_t* rows, int64_t r,
                                 float* out) {
+  const OpScope timed(op_timer(), OpKind::kGather);
+
   if (n < 0 || d < 0 || r < 0) return InvalidArgument("gather_rows: negative size");
   return launch_status(launch_gather_rows(x, n, d, rows, r, out, err_word_.as<unsigned>(), ctx_->stream),
                        "gather_rows");

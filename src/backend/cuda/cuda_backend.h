@@ -118,6 +118,9 @@ class CudaBackend final : public Backend {
   Status sample_rows(const float* logits, int64_t rows, int64_t vocab, std::span<const DeviceSampleRow> params,
                      int32_t* tokens_host) override;
 
+ protected:
+  StatusOr<std::unique_ptr<OpTimer>> make_op_timer() override;
+
  private:
   CudaBackend() = default;
   // Grows a scratch buffer to at least nbytes (single stream: reuse is ordered).

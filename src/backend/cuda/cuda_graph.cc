@@ -27,6 +27,7 @@ class CudaGraph final : public BackendGraph {
 
 Status CudaBackend::begin_capture() {
   if (capturing_) return FailedPrecondition("cuda backend: a graph capture is already in progress");
+  if (op_timing()) return FailedPrecondition("cuda backend: graphs cannot be captured while ops are timed");
   // Thread-local mode: other threads' CUDA calls (another backend, the allocator) are not
   // forbidden during the capture, only this thread's unsafe ones.
   LANCET_CUDA_RETURN(cudaStreamBeginCapture(ctx_->stream, cudaStreamCaptureModeThreadLocal), "begin capture");

@@ -211,6 +211,8 @@ Status CudaBackend::gemm_prepared(int64_t n, const WeightMatrix& w, float* y, bo
 }
 
 Status CudaBackend::matmul(const float* x, int64_t n, const WeightMatrix& w, float* y) {
+  const OpScope timed(op_timer(), OpKind::kGemm);
+
   RETURN_IF_ERROR(check_weight(w));
   if (n < 0) return InvalidArgument("matmul: negative row count for " + w.name);
   if (n == 0) return OkStatus();
@@ -230,6 +232,8 @@ Status CudaBackend::matmul(const float* x, int64_t n, const WeightMatrix& w, flo
 
 Status CudaBackend::matmul_multi(const float* x, int64_t n, std::span<const WeightMatrix* const> ws,
                                  std::span<float* const> ys) {
+  const OpScope timed(op_timer(), OpKind::kGemm);
+
   if (ws.empty() || ws.size() != ys.size()) return InvalidArgument("matmul_multi: weight and output counts differ");
   for (const WeightMatrix* w : ws) {
     RETURN_IF_ERROR(check_weight(*w));
@@ -259,6 +263,8 @@ Status CudaBackend::matmul_multi(const float* x, int64_t n, std::span<const Weig
 
 Status CudaBackend::matmul_gate_up_silu(const float* x, int64_t n, const WeightMatrix& gate, const WeightMatrix& up,
                                         float* gate_out, float* up_out, float* act) {
+  const OpScope timed(op_timer(), OpKind::kGemm);
+
   RETURN_IF_ERROR(check_weight(gate));
   RETURN_IF_ERROR(check_weight(up));
   if (gate.rows != up.rows || gate.cols != up.cols || gate.dtype != up.dtype)

@@ -28,6 +28,8 @@ Status check_row(const DeviceSampleRow& p, size_t i, int64_t rows) {
 
 Status CudaBackend::sample_rows(const float* logits, int64_t rows, int64_t vocab,
                                 std::span<const DeviceSampleRow> params, int32_t* tokens_host) {
+  const OpScope timed(op_timer(), OpKind::kSampling);
+
   if (params.empty()) return OkStatus();
   if (capturing_) return FailedPrecondition("sample_rows: not allowed while capturing a graph");
   if (vocab <= 0 || vocab > kSampleMaxVocab)

@@ -1,0 +1,74 @@
+#include "cli/bench_profile.h"
+
+#include <cstdio>
+#include <string>
+
+namespace lancet {
+namespace {
+
+nlohmann::json profile_json(const OpTimes& t) {
+  const double steps = static_cast<double>(t.steps), busy = t.busy_ms();
+  nlohmann::json ops = nlohmann::json::object();
+  for (int k = 0; k < kNumOpKinds; ++k) {
+    if (t.calls[k] == 0) continue;
+    ops[op_kind_name(static_cast<OpKind>(k))] = {{"ms_per_step", t.ms[k] / steps},
+                                                 {"calls_per_step", static_cast<double>(t.calls[k]) / steps},
+                                                 {"share", busy > 0 ? t.ms[k] / busy : 0.0}};
+  }
+  return {{"steps", t.steps},
+          {"busy_ms_per_step", busy / steps},
+          {"gap_ms_per_step", t.gaps > 0 ? t.gap_ms / static_cast<double>(t.gaps) : 0.0},
+          {"ops", ops}};
+}
+
+}  // namespace
+
+void add_step_profile(const StepProfile& p, nlohmann::json* j) {
+  nlohmann::json sp = nlohmann::json::object();
+  if (p.decode.steps > 0) sp["decode"] = profile_json(p.decode);
+  if (p.prompt.steps > 0) sp["prompt"] = profile_json(p.prompt);
+  if (!sp.empty()) (*j)["step_profile"] = sp;
+}
+
+void print_step_profile(const nlohmann::json& j) {
+  if (!j.contains("step_profile")) return;
+  const nlohmann::json& sp = j["step_profile"];
+  const char* cols[2] = {"decode", "prompt"};
+  std::printf("\nstep profile (device ms per step, events around each op; steps run eagerly)\n");
+  std::printf("%-12s", "op");
+  for (const char* c : cols)
+    if (sp.contains(c))
+      std::printf(" %12s %6s %7s", (std::string(c) + " ms").c_str(), "share", "calls");
+  std::printf("\n");
+  for (int k = 0; k < kNumOpKinds; ++k) {
+    const char* name = op_kind_name(static_cast<OpKind>(k));
+    bool any = false;
+    for (const char* c : cols) any = any || (sp.contains(c) && sp[c]["ops"].contains(name));
+    if (!any) continue;
+    std::printf("%-12s", name);
+    for (const char* c : cols) {
+      if (!sp.contains(c)) continue;
+      if (!sp[c]["ops"].contains(name)) {
+        std::printf(" %12s %6s %7s", "", "", "");
+        continue;
+      }
+      const nlohmann::json& o = sp[c]["ops"][name];
+      std::printf(" %12.3f %5.1f%% %7.1f", o["ms_per_step"].get<double>(), 100.0 * o["share"].get<double>(),
+                  o["calls_per_step"].get<double>());
+    }
+    std::printf("\n");
+  }
+  for (const char* row : {"busy_ms_per_step", "gap_ms_per_step", "steps"}) {
+    std::printf("%-12s", row[0] == 'b' ? "busy" : row[0] == 'g' ? "idle between" : "steps");
+    for (const char* c : cols) {
+      if (!sp.contains(c)) continue;
+      if (row[0] == 's')
+        std::printf(" %12lld %6s %7s", static_cast<long long>(sp[c][row].get<int64_t>()), "", "");
+      else
+        std::printf(" %12.3f %6s %7s", sp[c][row].get<double>(), "", "");
+    }
+    std::printf("\n");
+  }
+}
+
+}  // namespace lancet
