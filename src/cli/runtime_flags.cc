@@ -30,6 +30,10 @@ void add_runtime_flags(CLI::App& app, RuntimeConfig* c) {
   app.add_option("--long-prefill-token-threshold", c->long_prefill_token_threshold,
                  "most tokens one prompt computes per step, leaving room for new requests (0 = the whole budget)")
       ->capture_default_str();
+  app.add_option("--max-step-ms", c->max_step_ms,
+                 "time budget per step in ms: prompt chunks are cut to what the measured step costs say fits "
+                 "beside the decodes, bounding the streams' inter-token gaps during long prefills (0 = off)")
+      ->capture_default_str();
   app.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", c->enable_prefix_caching,
                "reuse KV blocks of shared prompt prefixes (default on)");
   app.add_option("--chat-template", c->chat_template, "chat template file or text (default: the model's)");

@@ -34,6 +34,7 @@ Engine::Engine(const EngineConfig& config, ModelExecutor* model, ModelExecutor* 
   kvc.salt = kv_cache_salt(config.model_id, config.kv_dtype, "");
   kv_ = std::make_unique<KvCacheManager>(kvc);
   scheduler_ = std::make_unique<Scheduler>(config.scheduler, kv_.get());
+  scheduler_->set_cost_model(&step_cost_);
   if (config.speculative.enabled() && (config.speculative.method == SpecMethod::kNgram || draft)) {
     SpeculatorOptions so;
     so.max_num_batched_tokens = config.scheduler.max_num_batched_tokens;
@@ -262,12 +263,16 @@ StatusOr<std::vector<TokenEvent>> Engine::step() {
   std::vector<std::vector<int32_t>> spec_inputs(out.scheduled.size());  // [last token, drafts...]
   std::vector<std::vector<int32_t>> prompt_offsets(out.scheduled.size());  // rows of scored prompts
   const std::vector<RunnerSeq> batch = runner_batch(out, &spec_inputs, &prompt_offsets);
+  StepFeatures features;  // before the step moves num_computed
+  for (const ScheduledSeq& s : out.scheduled) features.add_chunk(s.seq->num_computed, s.num_new_tokens);
   RunnerOutput ro;
   Status st;
   {
     const Timer model_timer{&counters_.model_seconds};
     st = runner_->execute(batch, &ro);
-    if (spec_) spec_->observe_target_step(out.num_batched_tokens, model_timer.seconds());
+    const double seconds = model_timer.seconds();
+    if (spec_) spec_->observe_target_step(out.num_batched_tokens, seconds);
+    if (st.ok()) step_cost_.observe(features, 1e3 * seconds);
   }
   counters_.steps++;
   counters_.iteration_tokens.observe(static_cast<double>(out.num_batched_tokens));

@@ -57,14 +57,17 @@ void Scheduler::preempt(Sequence* seq) {
 
 SchedulerOutput Scheduler::schedule() {
   SchedulerOutput out;
-  int64_t budget = config_.max_num_batched_tokens;
-  int64_t low_left = config_.low_priority_prefill_tokens > 0 ? config_.low_priority_prefill_tokens
-                                                             : std::numeric_limits<int64_t>::max();
-  preempt_for_waiting(&out, budget);
-  schedule_running(&out, &budget, &low_left);
+  Allowance left;
+  left.budget = config_.max_num_batched_tokens;
+  left.low_left = config_.low_priority_prefill_tokens > 0 ? config_.low_priority_prefill_tokens
+                                                          : std::numeric_limits<int64_t>::max();
+  left.timed = config_.max_step_ms > 0 && cost_ && cost_->fitted();
+  if (left.timed) left.ms_left = config_.max_step_ms - cost_->step_ms();
+  preempt_for_waiting(&out, left.budget);
+  schedule_running(&out, &left);
   // Nothing new is admitted in a step that had to preempt for a running sequence's blocks.
-  if (static_cast<int64_t>(out.preempted.size()) == out.num_priority_preempted) admit_waiting(&out, &budget, &low_left);
-  out.num_batched_tokens = config_.max_num_batched_tokens - budget;
+  if (static_cast<int64_t>(out.preempted.size()) == out.num_priority_preempted) admit_waiting(&out, &left);
+  out.num_batched_tokens = config_.max_num_batched_tokens - left.budget;
   return out;
 }
 
@@ -96,16 +99,28 @@ void Scheduler::preempt_for_waiting(SchedulerOutput* out, int64_t budget) {
   }
 }
 
-int64_t Scheduler::prompt_chunk(const Sequence& seq, int64_t want, int64_t budget, int64_t low_left) const {
-  int64_t n = std::min(want, budget);
+int64_t Scheduler::prompt_chunk(const Sequence& seq, int64_t want, const Allowance& left) const {
+  int64_t n = std::min(want, left.budget);
   if (want > 1 && config_.long_prefill_token_threshold > 0) n = std::min(n, config_.long_prefill_token_threshold);
-  if (want > 1 && seq.priority > kInteractivePriority) n = std::min(n, low_left);
+  if (want > 1 && seq.priority > kInteractivePriority) n = std::min(n, left.low_left);
+  if (want > 1 && left.timed && n > 0) {
+    const int64_t fits = cost_->max_chunk(seq.num_computed, n, left.ms_left);
+    n = left.chunk_given ? fits : std::max(fits, std::min(n, kMinTimedChunk));
+  }
   return n;
 }
 
-void Scheduler::schedule_running(SchedulerOutput* out_ptr, int64_t* budget_ptr, int64_t* low_left_ptr) {
+void Scheduler::charge(const Sequence& seq, int64_t want, int64_t n, Allowance* left) const {
+  left->budget -= n;
+  if (want > 1 && seq.priority > kInteractivePriority) left->low_left -= n;
+  if (!left->timed) return;
+  // A decode with drafts computes like a short chunk.
+  left->ms_left -= n > 1 ? cost_->chunk_ms(seq.num_computed, n) : cost_->decode_row_ms(seq.num_computed + 1);
+  if (want > 1) left->chunk_given = true;
+}
+
+void Scheduler::schedule_running(SchedulerOutput* out_ptr, Allowance* left) {
   SchedulerOutput& out = *out_ptr;
-  int64_t& budget = *budget_ptr;
   // 1. Running sequences, decodes before prompt chunks, each group oldest first; the victim of
   //    a preemption is the running sequence the policy would schedule last that is not already
   //    part of this step.
@@ -117,26 +132,24 @@ void Scheduler::schedule_running(SchedulerOutput* out_ptr, int64_t* budget_ptr, 
     if (seq->num_tokens() - seq->num_computed <= 1 && seq->priority <= prompt_priority) snapshot.push_back(seq);
   for (Sequence* seq : running_)
     if (seq->num_tokens() - seq->num_computed > 1 && seq->priority <= prompt_priority) snapshot.push_back(seq);
-  int64_t& low_left = *low_left_ptr;
   for (Sequence* seq : snapshot) {
-    if (budget <= 0) break;
+    if (left->budget <= 0) break;
     if (seq->status != SeqStatus::kRunning) continue;  // preempted earlier in this loop
     const int64_t want = seq->num_tokens() - seq->num_computed;
-    const int64_t n = prompt_chunk(*seq, want, budget, low_left);
-    if (n <= 0) continue;  // nothing to compute, or no low-priority prompt tokens left
+    const int64_t n = prompt_chunk(*seq, want, *left);
+    if (n <= 0) continue;  // nothing to compute, or no low-priority prompt tokens (or time) left
     // Drafts ride along with a decode when budget and free blocks allow; never preempt for them.
-    if (want == 1 && !seq->spec_tokens.empty() && budget > 1) {
-      const int64_t spec = std::min<int64_t>(static_cast<int64_t>(seq->spec_tokens.size()), budget - 1);
+    if (want == 1 && !seq->spec_tokens.empty() && left->budget > 1) {
+      const int64_t spec = std::min<int64_t>(static_cast<int64_t>(seq->spec_tokens.size()), left->budget - 1);
       if (kv_->allocate(seq->id, seq->num_computed + 1 + spec)) {
         out.scheduled.push_back({seq, 1 + spec, spec});
-        budget -= 1 + spec;
+        charge(*seq, want, 1 + spec, left);
         continue;
       }
     }
     if (!allocate_or_preempt(seq, n, &out)) break;  // the pool cannot hold even these tokens now
     out.scheduled.push_back({seq, n, 0});
-    budget -= n;
-    if (want > 1 && seq->priority > kInteractivePriority) low_left -= n;
+    charge(*seq, want, n, left);
   }
 }
 
@@ -157,37 +170,31 @@ bool Scheduler::allocate_or_preempt(Sequence* seq, int64_t n, SchedulerOutput* o
   }
 }
 
-void Scheduler::admit_waiting(SchedulerOutput* out_ptr, int64_t* budget_ptr, int64_t* low_left_ptr) {
+void Scheduler::admit_waiting(SchedulerOutput* out_ptr, Allowance* left) {
   SchedulerOutput& out = *out_ptr;
-  int64_t& budget = *budget_ptr;
-  int64_t& low_left = *low_left_ptr;
   // 2. Waiting sequences, in policy order, while budget, sequence slots and blocks allow.
-  {
-    while (!waiting_.empty() && budget > 0 &&
-           static_cast<int64_t>(running_.size()) < config_.max_num_seqs) {
-      Sequence* seq = waiting_.front();
-      const bool matched_now = seq->num_computed == 0;
-      if (matched_now && !seq->scores_prompt()) {
-        seq->num_cached_prompt = kv_->match_prefix(seq->id, seq->tokens);
-        seq->num_computed = seq->num_cached_prompt;
-      }
-      const int64_t want = seq->num_tokens() - seq->num_computed;
-      const int64_t n = prompt_chunk(*seq, want, budget, low_left);
-      if (n <= 0 || !kv_->allocate(seq->id, seq->num_computed + n)) {
-        kv_->free(seq->id);  // give the prefix hits back; retry next step
-        seq->num_computed = 0;
-        break;
-      }
-      // Counted once admitted (a failed allocation retries the match next step), and for new
-      // requests only, as vLLM does: a preempted one recomputes its own earlier blocks.
-      if (matched_now && seq->num_preemptions == 0) kv_->count_prefix_query(seq->num_tokens(), seq->num_cached_prompt);
-      waiting_.pop_front();
-      seq->status = SeqStatus::kRunning;
-      running_.push_back(seq);
-      out.scheduled.push_back({seq, n, 0});
-      budget -= n;
-      if (want > 1 && seq->priority > kInteractivePriority) low_left -= n;
+  while (!waiting_.empty() && left->budget > 0 && static_cast<int64_t>(running_.size()) < config_.max_num_seqs) {
+    Sequence* seq = waiting_.front();
+    const bool matched_now = seq->num_computed == 0;
+    if (matched_now && !seq->scores_prompt()) {
+      seq->num_cached_prompt = kv_->match_prefix(seq->id, seq->tokens);
+      seq->num_computed = seq->num_cached_prompt;
     }
+    const int64_t want = seq->num_tokens() - seq->num_computed;
+    const int64_t n = prompt_chunk(*seq, want, *left);
+    if (n <= 0 || !kv_->allocate(seq->id, seq->num_computed + n)) {
+      kv_->free(seq->id);  // give the prefix hits back; retry next step
+      seq->num_computed = 0;
+      break;
+    }
+    // Counted once admitted (a failed allocation retries the match next step), and for new
+    // requests only, as vLLM does: a preempted one recomputes its own earlier blocks.
+    if (matched_now && seq->num_preemptions == 0) kv_->count_prefix_query(seq->num_tokens(), seq->num_cached_prompt);
+    waiting_.pop_front();
+    seq->status = SeqStatus::kRunning;
+    running_.push_back(seq);
+    out.scheduled.push_back({seq, n, 0});
+    charge(*seq, want, n, left);
   }
 }
 

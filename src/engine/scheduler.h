@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "engine/sequence.h"
+#include "engine/step_cost_model.h"
 #include "kv/kv_cache_manager.h"
 
 namespace lancet {
@@ -44,7 +45,14 @@ struct SchedulerConfig {
   // Prompt tokens per step for all sequences of a priority above kInteractivePriority together
   // (0 = no cap beyond the budget).
   int64_t low_priority_prefill_tokens = 0;
+  // A time budget per step (ms; 0 = none): once the step cost model (set_cost_model) is
+  // fitted, prompt chunks are cut so that the step's predicted time stays within it, beside
+  // the decodes it runs; the first prompt chunk of a step always gets at least
+  // kMinTimedChunk tokens, so a long prompt keeps moving however many streams decode.
+  double max_step_ms = 0;
 };
+
+inline constexpr int64_t kMinTimedChunk = 64;
 
 // Ordering policy over sequences: which waiting sequence goes first and which running one is
 // preempted. Small objects over the pool (DESIGN.md §8.4).
@@ -88,6 +96,8 @@ class Scheduler {
             std::unique_ptr<SchedulingPolicy> policy = nullptr);
 
   const SchedulerConfig& config() const { return config_; }
+  // The model that max_step_ms predicts step times with (not owned; null: token budget only).
+  void set_cost_model(const StepCostModel* model) { cost_ = model; }
   // Queues a sequence (status waiting). The scheduler does not own it.
   void add(Sequence* seq);
   // Removes a sequence wherever it is and frees its blocks (abort or finish).
@@ -105,10 +115,18 @@ class Scheduler {
   int64_t total_preemptions() const { return total_preemptions_; }
 
  private:
+  // What one step may still take: tokens (max_num_batched_tokens), low-priority prompt tokens
+  // (low_priority_prefill_tokens) and, with max_step_ms and a fitted cost model, time.
+  struct Allowance {
+    int64_t budget = 0;
+    int64_t low_left = 0;
+    bool timed = false;
+    double ms_left = 0;
+    bool chunk_given = false;  // a prompt chunk is in the step (the minimum chunk is used)
+  };
   // schedule()'s two phases: running sequences (preempting for them), then admissions.
-  // low_left: low-priority prompt tokens left this step (low_priority_prefill_tokens).
-  void schedule_running(SchedulerOutput* out, int64_t* budget, int64_t* low_left);
-  void admit_waiting(SchedulerOutput* out, int64_t* budget, int64_t* low_left);
+  void schedule_running(SchedulerOutput* out, Allowance* left);
+  void admit_waiting(SchedulerOutput* out, Allowance* left);
   // Blocks for seq's next n tokens, preempting what the policy schedules last (not in this
   // step) until they fit; false when they cannot (seq itself may have been preempted).
   bool allocate_or_preempt(Sequence* seq, int64_t n, SchedulerOutput* out);
@@ -117,15 +135,19 @@ class Scheduler {
   void preempt_for_waiting(SchedulerOutput* out, int64_t budget);
   // The best (lowest) priority among sequences with prompt tokens left to compute.
   int32_t best_prompt_priority() const;
-  // Prompt tokens seq may compute now: at most `want` and the budget, the long-prefill
-  // threshold, and for a low-priority prompt what is left of low_priority_prefill_tokens.
-  int64_t prompt_chunk(const Sequence& seq, int64_t want, int64_t budget, int64_t low_left) const;
+  // Tokens seq may compute now: at most `want` and the budget; for prompt chunks the
+  // long-prefill threshold, for a low-priority prompt what is left of
+  // low_priority_prefill_tokens, and in a timed step what fits in the time left.
+  int64_t prompt_chunk(const Sequence& seq, int64_t want, const Allowance& left) const;
+  // Takes seq's n tokens off the allowance.
+  void charge(const Sequence& seq, int64_t want, int64_t n, Allowance* left) const;
   void preempt(Sequence* seq);
   void insert_waiting(Sequence* seq);
 
   SchedulerConfig config_;
   KvCacheManager* kv_;
   std::unique_ptr<SchedulingPolicy> policy_;
+  const StepCostModel* cost_ = nullptr;
   std::deque<Sequence*> waiting_;  // kept sorted by the policy
   std::vector<Sequence*> running_;  // in admission order
   int64_t total_preemptions_ = 0;

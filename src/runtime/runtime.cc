@@ -27,6 +27,7 @@ Status RuntimeConfig::validate() const {
   if (max_num_seqs < 1) return InvalidArgument("--max-num-seqs must be at least 1");
   if (max_num_batched_tokens < 1) return InvalidArgument("--max-num-batched-tokens must be at least 1");
   if (long_prefill_token_threshold < 0) return InvalidArgument("--long-prefill-token-threshold must be positive");
+  if (!(max_step_ms >= 0) || max_step_ms > 1e6) return InvalidArgument("--max-step-ms must be between 0 and 1e6");
   if (low_priority_prefill_tokens < 0) return InvalidArgument("--batch-prefill-tokens must not be negative");
   if (kv_cache_dtype != "auto" && kv_cache_dtype != "float32" && kv_cache_dtype != "bfloat16" &&
       kv_cache_dtype != "bf16" && kv_cache_dtype != "fp8" && kv_cache_dtype != "fp8_e4m3")

@@ -38,6 +38,9 @@ struct RuntimeConfig {
   int64_t max_num_seqs = 64;
   int64_t max_num_batched_tokens = 2048;
   int64_t long_prefill_token_threshold = 0;  // most prompt tokens one sequence computes per step; 0 = budget
+  // A time budget per step (ms; 0 = none): prompt chunks cut to what the measured step costs
+  // say fits beside the step's decodes (SchedulerConfig::max_step_ms).
+  double max_step_ms = 0;
   // Prompt tokens per step of all low-priority (batch) sequences together; 0 = no cap.
   int64_t low_priority_prefill_tokens = 0;
   bool enable_prefix_caching = true;

@@ -227,6 +227,7 @@ EngineConfig Runtime::engine_config() const {
   ec.scheduler.max_num_seqs = config_.max_num_seqs;
   ec.scheduler.max_model_len = max_model_len_;
   ec.scheduler.long_prefill_token_threshold = config_.long_prefill_token_threshold;
+  ec.scheduler.max_step_ms = config_.max_step_ms;
   ec.scheduler.low_priority_prefill_tokens = config_.low_priority_prefill_tokens;
   ec.enable_prefix_caching = config_.enable_prefix_caching;
   for (int64_t e : mc.eos_token_ids) ec.eos_token_ids.push_back(static_cast<int32_t>(e));

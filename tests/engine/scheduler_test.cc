@@ -121,6 +121,93 @@ TEST(Scheduler, DecodesOfLaterStreamsRunWhileAnEarlierLongPromptPrefills) {
   }
 }
 
+// A step's cost in the step cost model's form (3 ms a step, 0.01 ms a token, 0.5 ms per
+// million prompt query-key pairs, 2 ms per million decode context tokens), and the model fitted
+// to it over random steps.
+// (Of a step that ran: each sequence's num_computed has moved past its tokens.)
+double timed_step_ms(const SchedulerOutput& out) {
+  StepFeatures f;
+  for (const ScheduledSeq& s : out.scheduled) f.add_chunk(s.seq->num_computed - s.num_new_tokens, s.num_new_tokens);
+  return 3.0 + 0.01 * static_cast<double>(f.tokens) + 0.5e-6 * f.prompt_pairs +
+         2e-6 * static_cast<double>(f.decode_context);
+}
+
+void fit_cost(StepCostModel* m) {
+  std::mt19937 rng(9);
+  for (int i = 0; i < 100; ++i) {
+    StepFeatures f;
+    for (int d = 0; d < static_cast<int>(rng() % 32); ++d) f.add_chunk(rng() % 10000, 1);
+    f.add_chunk(rng() % 100000, 2 + rng() % 8000);
+    m->observe(f, 3.0 + 0.01 * static_cast<double>(f.tokens) + 0.5e-6 * f.prompt_pairs +
+                      2e-6 * static_cast<double>(f.decode_context));
+  }
+  ASSERT_TRUE(m->fitted());
+}
+
+// With max_step_ms, a long prompt's chunks shrink as its context grows so that every step
+// with 16 decoding streams stays within the budget, while the prompt still finishes; without a
+// fitted model the token budget alone applies.
+TEST(Scheduler, TimeBudgetCutsPromptChunksToFitBesideTheDecodes) {
+  const SchedulerConfig cfg{.max_num_batched_tokens = 8192, .max_num_seqs = 32, .max_model_len = 70000,
+                            .max_step_ms = 50};
+  for (bool fitted : {true, false}) {
+    Harness h(6000, 16, cfg);
+    for (int i = 0; i < 16; ++i) h.add(iota_tokens(20, i), 100000);
+    h.step();  // the streams' prompts
+    StepCostModel model;
+    if (fitted) fit_cost(&model);
+    h.sched.set_cost_model(&model);
+    Sequence* longq = h.add(iota_tokens(60000, 3), 1);
+    int steps = 0;
+    int64_t first_chunk = 0, last_chunk = 0, smallest = 1 << 30;
+    double worst = 0;
+    while (longq->num_output() == 0) {
+      SchedulerOutput out = h.step();
+      ++steps;
+      int decodes = 0;
+      for (const ScheduledSeq& s : out.scheduled) {
+        if (s.seq == longq) {
+          (first_chunk == 0 ? first_chunk : last_chunk) = s.num_new_tokens;
+          if (longq->num_computed < longq->prompt_len) smallest = std::min(smallest, s.num_new_tokens);
+        }
+        decodes += s.seq != longq && s.num_new_tokens == 1;
+      }
+      EXPECT_EQ(decodes, 16) << "step " << steps;  // the streams decode every step
+      worst = std::max(worst, timed_step_ms(out));
+      ASSERT_LT(steps, 1000);
+    }
+    if (fitted) {
+      EXPECT_LE(worst, 50.0 * 1.001);
+      EXPECT_GT(first_chunk, 2 * last_chunk);  // attention over the longer context costs more
+      EXPECT_GE(smallest, kMinTimedChunk);
+    } else {
+      EXPECT_EQ(first_chunk, 8192 - 16);
+      EXPECT_GT(worst, 100.0);
+    }
+  }
+}
+
+// The minimum chunk keeps a long prompt moving when the decodes alone fill the budget.
+TEST(Scheduler, TimeBudgetStillGivesTheMinimumChunk) {
+  const SchedulerConfig cfg{.max_num_batched_tokens = 8192, .max_num_seqs = 64, .max_model_len = 4096,
+                            .max_step_ms = 4};
+  Harness h(3000, 16, cfg, /*prefix=*/false);  // no cached block of the long prompt
+  for (int i = 0; i < 40; ++i) h.add(iota_tokens(30, i), 1000);
+  h.step();  // the streams' prompts
+  StepCostModel model;
+  fit_cost(&model);
+  h.sched.set_cost_model(&model);
+  Sequence* longq = h.add(iota_tokens(2000, 1), 1);
+  int steps = 0;
+  while (longq->num_output() == 0) {
+    const SchedulerOutput out = h.step();
+    for (const ScheduledSeq& s : out.scheduled)
+      if (s.seq == longq && longq->num_output() == 0) EXPECT_EQ(s.num_new_tokens, kMinTimedChunk);
+    ASSERT_LT(++steps, 100);
+  }
+  EXPECT_EQ(steps, (2000 + kMinTimedChunk - 1) / kMinTimedChunk);
+}
+
 TEST(Scheduler, RespectsMaxNumSeqs) {
   Harness h(1000, 4, SchedulerConfig{.max_num_batched_tokens = 1000, .max_num_seqs = 3, .max_model_len = 100});
   for (int i = 0; i < 10; ++i) h.add(iota_tokens(3, i), 5);

@@ -1,0 +1,60 @@
+// Step cost model for time-budgeted steps (SchedulerConfig::max_step_ms): the wall time of a
+// model pass predicted from what the step computes, fitted online to the passes the engine
+// measures. A step's features: a constant (the weights' read, launches), the tokens computed
+// (GEMMs), the query-key pairs of its prompt chunks (prompt attention: a chunk of n tokens
+// after s cached ones has n*s + n(n+1)/2) and the context tokens its decode rows read (decode
+// attention). The fit is least squares with exponential forgetting (recent steps count most:
+// the cost of a token changes with the batch and the context), coefficients kept >= 0, and its
+// predictions scaled by the recent ratio of measured to predicted times (a scheduler that
+// sizes chunks by the model makes every step look alike to the fit, which then adapts slowly).
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+namespace lancet {
+
+struct StepFeatures {
+  int64_t tokens = 0;         // tokens computed (prompt, decode and draft)
+  double prompt_pairs = 0;    // query-key pairs of the chunks of more than one token
+  int64_t decode_context = 0;  // context tokens of the one-token rows (positions + 1)
+  // A chunk of n tokens of a sequence with `start` tokens already computed.
+  void add_chunk(int64_t start, int64_t n);
+};
+
+class StepCostModel {
+ public:
+  // forgetting: the weight of the previous steps after each new one (0 < f <= 1).
+  explicit StepCostModel(double forgetting = 0.97);
+
+  void observe(const StepFeatures& f, double ms);
+  // Enough steps seen, with prompt chunks among them, for predictions to be used.
+  bool fitted() const { return fitted_; }
+  double predict_ms(const StepFeatures& f) const;
+  // The constant part of every step, and the cost of adding one decode row of `context`
+  // tokens or a chunk of n tokens at `start` (ms).
+  double step_ms() const;
+  double decode_row_ms(int64_t context) const;
+  double chunk_ms(int64_t start, int64_t n) const;
+  // The largest n <= want whose chunk_ms(start, n) <= ms (0 when not even one token fits).
+  int64_t max_chunk(int64_t start, int64_t want, double ms) const;
+  const std::array<double, 4>& coefficients() const { return coef_; }  // ms per feature unit
+  double bias() const { return bias_; }  // measured / fitted time, recent steps
+
+ private:
+  static constexpr int kF = 4;
+  static std::array<double, kF> features(const StepFeatures& f);
+  double fitted_ms(const StepFeatures& f) const;  // the fit alone, without bias_
+  void refit();
+
+  double forgetting_;
+  std::array<std::array<double, kF>, kF> xtx_{};
+  std::array<double, kF> xty_{};
+  std::array<double, kF> coef_{};
+  double bias_ = 1.0;
+  int64_t steps_ = 0;
+  int64_t prompt_steps_ = 0;
+  bool fitted_ = false;
+};
+
+}  // namespace lancet
