@@ -10,6 +10,8 @@
 //      recomputed later (with prefix caching, its full blocks are usually still cached);
 //   2. then waiting sequences in the policy's order, prefix-cache hits first, with chunked
 //      prefill: a long prompt takes whatever budget is left and continues next step.
+// With max_step_ms, prompt chunks are also cut to what the step cost model predicts fits in
+// that time beside the step's decodes (the first chunk of a step keeps kMinTimedChunk tokens).
 // Priorities (lower value first; the server's batch requests run at kBatchPriority): before
 // step 1, a waiting sequence that finds no sequence slot or too few free blocks for its first
 // chunk preempts running sequences of a strictly lower priority (newest first) until it fits,
