@@ -24,8 +24,9 @@ Status RuntimeConfig::validate() const {
   if (kv_cache_memory < 0) return InvalidArgument("--kv-cache-memory must be positive");
   if (!(gpu_memory_utilization > 0.0 && gpu_memory_utilization <= 1.0))
     return InvalidArgument("--gpu-memory-utilization must be in (0, 1]");
-  if (max_num_seqs < 1) return InvalidArgument("--max-num-seqs must be at least 1");
-  if (max_num_batched_tokens < 1) return InvalidArgument("--max-num-batched-tokens must be at least 1");
+  if (max_num_seqs < 0) return InvalidArgument("--max-num-seqs must be at least 1 (0 = chosen from the KV cache)");
+  if (max_num_batched_tokens < 0)
+    return InvalidArgument("--max-num-batched-tokens must be at least 1 (0 = chosen for the backend)");
   if (long_prefill_token_threshold < 0) return InvalidArgument("--long-prefill-token-threshold must be positive");
   if (!(max_step_ms >= 0) || max_step_ms > 1e6) return InvalidArgument("--max-step-ms must be between 0 and 1e6");
   if (low_priority_prefill_tokens < 0) return InvalidArgument("--batch-prefill-tokens must not be negative");

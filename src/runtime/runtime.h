@@ -35,8 +35,11 @@ struct RuntimeConfig {
   int32_t block_size = 16;
   int64_t kv_cache_memory = 0;       // bytes for the KV cache; 0 = automatic
   double gpu_memory_utilization = 0.9;
-  int64_t max_num_seqs = 64;
-  int64_t max_num_batched_tokens = 2048;
+  // 0 = chosen at start (runtime/batch_limits.h; printed): on a GPU as many sequences as the KV
+  // cache holds at 2048 tokens each (64 to 1024) and 8192 tokens per step, on the CPU 64 and
+  // 2048. Runtime::config() holds the chosen values.
+  int64_t max_num_seqs = 0;
+  int64_t max_num_batched_tokens = 0;
   int64_t long_prefill_token_threshold = 0;  // most prompt tokens one sequence computes per step; 0 = budget
   // A time budget per step (ms; 0 = none): prompt chunks cut to what the measured step costs
   // say fits beside the step's decodes (SchedulerConfig::max_step_ms).

@@ -8,6 +8,7 @@
 #include "runtime/kv_memory_plan.h"
 #include "runtime/runtime.h"
 #include "runtime/runtime_impl.h"
+#include "runtime/batch_limits.h"
 #include "io/dummy_source.h"
 #include "io/hf_config.h"
 #include "io/text_file.h"
@@ -54,7 +55,16 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::create(const RuntimeConfig& config) 
   RETURN_IF_ERROR(rt->open_source());
   RETURN_IF_ERROR(rt->load_tokenizer());
   RETURN_IF_ERROR(rt->load_models());
+  const BatchLimits limits = initial_batch_limits(config.backend, config.max_num_seqs, config.max_num_batched_tokens);
+  rt->config_.max_num_seqs = limits.max_num_seqs;
+  rt->config_.max_num_batched_tokens = limits.max_num_batched_tokens;
   ASSIGN_OR_RETURN(const int64_t num_blocks, rt->plan_kv_memory());
+  if (config.max_num_seqs == 0)
+    rt->config_.max_num_seqs = auto_max_num_seqs(config.backend, num_blocks * config.block_size);
+  if (config.max_num_seqs == 0 || config.max_num_batched_tokens == 0)
+    LOG_INFO("scheduler: --max-num-seqs " << rt->config_.max_num_seqs << (config.max_num_seqs == 0 ? " (chosen)" : "")
+                                          << ", --max-num-batched-tokens " << rt->config_.max_num_batched_tokens
+                                          << (config.max_num_batched_tokens == 0 ? " (chosen)" : ""));
   RETURN_IF_ERROR(rt->assemble(num_blocks));
   return rt;
 }
