@@ -1,6 +1,7 @@
 // GuardRules::compile: id and pattern checks, one automaton over all keywords, PCRE2 regexes.
 #include "guard/guard_rules.h"
 
+#include <algorithm>
 #include <map>
 
 namespace lancet::guard {
@@ -49,6 +50,7 @@ StatusOr<std::shared_ptr<const GuardRules>> GuardRules::compile(const RulesSpec&
         return rule_error(spec.source, line, kind, id, "regex '" + r + "' matches the empty string");
       if ((*m)->has_backreferences()) backrefs = true;
       g->regex_sources_.push_back(std::string(case_sensitive ? "(?-i:" : "(?i:") + r + ")");
+      g->literals_.push_back(analyze_regex(r, case_sensitive));
       g->regexes_.push_back(std::move(*m));
       g->regex_owner_.push_back(owner);
     }
@@ -77,9 +79,36 @@ StatusOr<std::shared_ptr<const GuardRules>> GuardRules::compile(const RulesSpec&
     g->allow_exempts_.push_back(std::move(ex));
   }
   g->automaton_ = KeywordAutomaton(keywords);
-  if (g->regexes_.size() > 1 && !backrefs) {
+  std::vector<std::string> literals;
+  for (size_t i = 0; i < g->regexes_.size(); ++i) {
+    const RegexLiterals& lit = g->literals_[i];
+    if (!lit.usable) {
+      g->unfiltered_.push_back(static_cast<int32_t>(i));
+      continue;
+    }
+    g->filtered_.push_back(static_cast<int32_t>(i));
+    auto same = [&](const StartGroup& sg) {
+      return sg.literals->first_bytes == lit.first_bytes && sg.literals->prefixes == lit.prefixes;
+    };
+    auto it = std::find_if(g->start_groups_.begin(), g->start_groups_.end(), same);
+    if (it == g->start_groups_.end()) {
+      for (int b = 0; b < 256; ++b)
+        if (lit.first_bytes[static_cast<size_t>(b)])
+          g->groups_at_[static_cast<size_t>(b)].push_back(static_cast<int32_t>(g->start_groups_.size()));
+      g->start_groups_.push_back({{}, &lit});
+      it = g->start_groups_.end() - 1;
+    }
+    it->regexes.push_back(static_cast<int32_t>(i));
+    if (!lit.required) continue;
+    for (const std::string& s : *lit.required) {
+      literals.push_back(s);
+      g->literal_regex_.push_back(static_cast<int32_t>(i));
+    }
+  }
+  if (!literals.empty()) g->literal_automaton_ = KeywordAutomaton(literals);
+  if (g->unfiltered_.size() > 1 && !backrefs) {
     std::string all;
-    for (const std::string& s : g->regex_sources_) all += (all.empty() ? "" : "|") + s;
+    for (int32_t i : g->unfiltered_) all += (all.empty() ? "" : "|") + g->regex_sources_[static_cast<size_t>(i)];
     if (auto c = RegexMatcher::compile(all, true); c.ok()) g->combined_ = std::move(*c);
   }
   return std::shared_ptr<const GuardRules>(std::move(g));
