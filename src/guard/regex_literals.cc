@@ -7,7 +7,6 @@
 #include "guard/regex_literals.h"
 
 #include <algorithm>
-#include <array>
 
 #include "guard/keyword_automaton.h"
 #include "guard/regex_matcher.h"
@@ -139,31 +138,37 @@ std::string utf8(uint32_t cp) {
 }
 
 // The bytes a character matched by \d, \w, \s, \h or \v (Unicode classes under UCP) can begin
-// with, asked of PCRE2 itself once per process: every ASCII character, and for each lead byte of
-// a 2- or 3-byte sequence all the characters it begins; 4-byte sequences are assumed to match.
+// with, asked of PCRE2 itself once per process and class: every ASCII character, and for each
+// lead byte of a 2- or 3-byte sequence all the characters it begins; 4-byte sequences are
+// assumed to match.
+std::bitset<256> ask_first_bytes(char escape) {
+  std::bitset<256> t;
+  auto re = RegexMatcher::compile(std::string("\\") + escape, true);
+  if (!re.ok()) return t.set();
+  const RegexMatcher& m = **re;
+  for (uint32_t c = 0; c < 0x80; ++c)
+    if (m.search(std::string(1, static_cast<char>(c)), 0, false).result == RegexMatcher::Result::kMatch) t.set(c);
+  std::string all;
+  for (uint32_t lead = 0xC2; lead <= 0xEF; ++lead) {
+    const uint32_t lo = lead < 0xE0 ? (lead - 0xC0) << 6 : (lead - 0xE0) << 12;
+    const uint32_t hi = lead < 0xE0 ? lo + 0x3F : lo + 0xFFF;
+    all.clear();
+    for (uint32_t cp = std::max<uint32_t>(lo, 0x80); cp <= hi; ++cp)
+      if (cp < 0xD800 || cp > 0xDFFF) all += utf8(cp);
+    if (m.search(all, 0, false).result == RegexMatcher::Result::kMatch) t.set(lead);
+  }
+  for (uint32_t lead = 0xF0; lead <= 0xF4; ++lead) t.set(lead);
+  return t;
+}
+
 const std::bitset<256>& escape_first_bytes(char escape) {
-  static const auto tables = [] {
-    std::array<std::bitset<256>, 5> t;
-    const char kinds[] = "dwshv";
-    for (size_t k = 0; k < 5; ++k) {
-      auto re = RegexMatcher::compile(std::string("\\") + kinds[k], true);
-      for (uint32_t c = 0; c < 0x80; ++c)
-        if (re.ok() && (*re)->search(std::string(1, static_cast<char>(c)), 0, false).result ==
-                           RegexMatcher::Result::kMatch)
-          t[k].set(c);
-      for (uint32_t lead = 0xC2; lead <= 0xEF; ++lead) {
-        const uint32_t lo = lead < 0xE0 ? (lead - 0xC0) << 6 : (lead - 0xE0) << 12;
-        const uint32_t hi = lead < 0xE0 ? lo + 0x3F : lo + 0xFFF;
-        std::string all;
-        for (uint32_t cp = std::max<uint32_t>(lo, 0x80); cp <= hi; ++cp)
-          if (cp < 0xD800 || cp > 0xDFFF) all += utf8(cp);
-        if (!re.ok() || (*re)->search(all, 0, false).result == RegexMatcher::Result::kMatch) t[k].set(lead);
-      }
-      for (uint32_t lead = 0xF0; lead <= 0xF4; ++lead) t[k].set(lead);
-    }
-    return t;
-  }();
-  return tables[static_cast<size_t>(std::string_view("dwshv").find(escape))];
+  switch (escape) {
+    case 'd': { static const auto t = ask_first_bytes('d'); return t; }
+    case 'w': { static const auto t = ask_first_bytes('w'); return t; }
+    case 's': { static const auto t = ask_first_bytes('s'); return t; }
+    case 'h': { static const auto t = ask_first_bytes('h'); return t; }
+    default: { static const auto t = ask_first_bytes('v'); return t; }
+  }
 }
 
 const char kKelvin[] = "\xE2\x84\xAA";  // U+212A, caselessly 'k' in PCRE2
