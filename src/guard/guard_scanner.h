@@ -29,7 +29,8 @@ class GuardScanner {
  public:
   explicit GuardScanner(const GuardRules* rules);
 
-  // Scans the next chunk; decided hits are appended to hits().
+  // Scans the next chunk; decided hits are appended to hits(). Chunks should end on UTF-8
+  // character boundaries: a regex match through a character split between chunks can be missed.
   void feed(std::string_view chunk);
   // The text has ended: every remaining candidate is decided.
   void finish();
