@@ -82,9 +82,11 @@ class GuardRules {
   // literal_regex(p).
   const KeywordAutomaton& literal_automaton() const { return literal_automaton_; }
   int32_t literal_regex(int32_t pattern) const { return literal_regex_[static_cast<size_t>(pattern)]; }
-  // The regexes without usable literals, and those with, ascending.
-  const std::vector<int32_t>& unfiltered_regexes() const { return unfiltered_; }
+  // The regexes with usable literals; those without, searched together through
+  // combined_regex(); and those without that are searched on their own, ascending.
   const std::vector<int32_t>& filtered_regexes() const { return filtered_; }
+  const std::vector<int32_t>& combined_regexes() const { return combined_members_; }
+  const std::vector<int32_t>& lone_regexes() const { return lone_; }
   // Filtered regexes that can start at the same places (same first bytes and prefixes), so a
   // scanner tests a position once per group; groups_at(b): the groups that can start at byte b.
   struct StartGroup {
@@ -93,8 +95,10 @@ class GuardRules {
   };
   const StartGroup& start_group(int32_t g) const { return start_groups_[static_cast<size_t>(g)]; }
   const std::vector<int32_t>& groups_at(uint8_t byte) const { return groups_at_[byte]; }
-  // Those regexes in one alternation (null when there are fewer than two): one search tells
-  // that none of them can match, the common case, instead of one search per regex.
+  // Regexes without usable literals in one alternation (null when fewer than two qualify): one
+  // search tells that none of them can match, the common case, instead of one search per regex.
+  // A regex whose meaning or reported start would change inside an alternation (back
+  // references, group-number references, recursion, \K, \G, verbs) stays out of it.
   const RegexMatcher* combined_regex() const { return combined_.get(); }
   int32_t regex_window() const { return regex_window_; }
   // Bytes a streaming caller may have to hold back at most (longest keyword, regex window).
@@ -107,7 +111,7 @@ class GuardRules {
   std::vector<RegexLiterals> literals_;     // [num_regexes]
   KeywordAutomaton literal_automaton_;
   std::vector<int32_t> literal_regex_;      // [literal patterns] -> regex
-  std::vector<int32_t> unfiltered_, filtered_;
+  std::vector<int32_t> filtered_, combined_members_, lone_;
   std::vector<StartGroup> start_groups_;
   std::array<std::vector<int32_t>, 256> groups_at_;
   KeywordAutomaton automaton_;

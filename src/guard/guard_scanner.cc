@@ -59,7 +59,7 @@ void GuardScanner::note_literals(std::string_view chunk) {
 }
 
 void GuardScanner::scan_combined(bool final, bool* skip) {
-  // One search of the alternation of every unfiltered pattern: none of them matches,
+  // One search of the alternation of its patterns: none of them matches,
   // completely or in part, before the first (partial) match it reports, so no pattern's search
   // needs to start earlier. Nothing: every pattern is done up to the end. A partial match
   // (streaming) within the window: the patterns wait for more text from there (as one
@@ -68,16 +68,16 @@ void GuardScanner::scan_combined(bool final, bool* skip) {
   const uint64_t end = kw_state_.offset;
   const uint64_t window = static_cast<uint64_t>(rules_->regex_window());
   uint64_t from = end;
-  for (int32_t r : rules_->unfiltered_regexes()) from = std::min(from, regex_next_[static_cast<size_t>(r)]);
+  for (int32_t r : rules_->combined_regexes()) from = std::min(from, regex_next_[static_cast<size_t>(r)]);
   const size_t at = static_cast<size_t>(std::max(from, tail_base_) - tail_base_);
   const RegexMatcher::Found f = rules_->combined_regex()->search(tail_, at, /*partial=*/!final);
   if (f.result == RegexMatcher::Result::kNone) {
-    for (int32_t r : rules_->unfiltered_regexes()) regex_next_[static_cast<size_t>(r)] = end;
+    for (int32_t r : rules_->combined_regexes()) regex_next_[static_cast<size_t>(r)] = end;
     *skip = true;
     return;
   }
   const uint64_t first = tail_base_ + f.start;
-  for (int32_t r : rules_->unfiltered_regexes())
+  for (int32_t r : rules_->combined_regexes())
     regex_next_[static_cast<size_t>(r)] = std::max(regex_next_[static_cast<size_t>(r)], first);
   // A partial match longer than the window is not waited for: the patterns search on their own
   // (each drops its own overlong partial match, a documented limit).
@@ -127,10 +127,11 @@ void GuardScanner::search_regex(size_t r, bool final) {
 void GuardScanner::scan_regexes(bool final) {
   const uint64_t end = kw_state_.offset;
   const uint64_t window = static_cast<uint64_t>(rules_->regex_window());
-  bool skip_unfiltered = false;
-  if (rules_->combined_regex()) scan_combined(final, &skip_unfiltered);
-  if (!skip_unfiltered)
-    for (int32_t r : rules_->unfiltered_regexes()) search_regex(static_cast<size_t>(r), final);
+  bool skip_combined = false;
+  if (rules_->combined_regex()) scan_combined(final, &skip_combined);
+  if (!skip_combined)
+    for (int32_t r : rules_->combined_regexes()) search_regex(static_cast<size_t>(r), final);
+  for (int32_t r : rules_->lone_regexes()) search_regex(static_cast<size_t>(r), final);
   // A filtered regex still waiting on a partial match goes on from there; the others have
   // searched all text before scanned_to_ and start at their first possible start in the new
   // text, found by one pass over it that tests each start group once per byte.
