@@ -1,6 +1,7 @@
 // GuardRules::compile: id and pattern checks, one automaton over all keywords, PCRE2 regexes.
 #include "guard/guard_rules.h"
 
+#include <algorithm>
 #include <map>
 
 namespace lancet::guard {
@@ -9,6 +10,29 @@ namespace {
 Status rule_error(const std::string& source, int line, const std::string& kind, const std::string& id,
                   const std::string& what) {
   return InvalidArgument(source + ":" + std::to_string(line) + ": " + kind + " '" + id + "': " + what);
+}
+
+// May `pattern` match differently, or report another start, as one branch of an alternation?
+// Group numbers shift there, (?R) means the whole alternation, a verb can end the whole search,
+// \K moves the reported start past where the attempt began and \G anchors to the alternation's
+// start offset. Read textually and conservatively: a false alarm only costs a search.
+bool alternation_unsafe(const std::string& pattern, const RegexMatcher& re) {
+  if (re.has_backreferences()) return true;
+  for (size_t i = 0; i + 1 < pattern.size(); ++i) {
+    const char c = pattern[i], n = pattern[i + 1];
+    if (c == '\\') {
+      if (n == 'K' || n == 'G' || n == 'g') return true;
+      ++i;
+    } else if (c == '(' && (n == '*' || n == '?')) {
+      const char m = i + 2 < pattern.size() ? pattern[i + 2] : '\0';
+      const char after = i + 3 < pattern.size() ? pattern[i + 3] : '\0';
+      const bool digit_after = after >= '0' && after <= '9';
+      if (n == '*' || m == 'R' || m == '&' || m == '(' || (m >= '0' && m <= '9') ||
+          ((m == '+' || m == '-') && digit_after) || (m == 'P' && after == '>'))
+        return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace
@@ -30,7 +54,7 @@ StatusOr<std::shared_ptr<const GuardRules>> GuardRules::compile(const RulesSpec&
   g->regex_window_ = spec.regex_window;
   std::map<std::string, int32_t> ids;
   std::vector<std::string> keywords;
-  bool backrefs = false;  // numbered back references would change meaning in one alternation
+  std::vector<bool> unsafe;  // [regex] alternation_unsafe
   // Shared checks of one entry's patterns; `owner` says where its matches go.
   auto add_patterns = [&](const std::string& kind, const std::string& id, int line, bool case_sensitive,
                           const std::vector<std::string>& kws, const std::vector<std::string>& res,
@@ -47,8 +71,9 @@ StatusOr<std::shared_ptr<const GuardRules>> GuardRules::compile(const RulesSpec&
       // A pattern that matches the empty string would match everywhere.
       if ((*m)->search("", 0, false).result == RegexMatcher::Result::kMatch)
         return rule_error(spec.source, line, kind, id, "regex '" + r + "' matches the empty string");
-      if ((*m)->has_backreferences()) backrefs = true;
       g->regex_sources_.push_back(std::string(case_sensitive ? "(?-i:" : "(?i:") + r + ")");
+      g->literals_.push_back(analyze_regex(r, case_sensitive));
+      unsafe.push_back(alternation_unsafe(r, **m));
       g->regexes_.push_back(std::move(*m));
       g->regex_owner_.push_back(owner);
     }
@@ -77,10 +102,43 @@ StatusOr<std::shared_ptr<const GuardRules>> GuardRules::compile(const RulesSpec&
     g->allow_exempts_.push_back(std::move(ex));
   }
   g->automaton_ = KeywordAutomaton(keywords);
-  if (g->regexes_.size() > 1 && !backrefs) {
+  std::vector<std::string> literals;
+  for (size_t i = 0; i < g->regexes_.size(); ++i) {
+    const RegexLiterals& lit = g->literals_[i];
+    if (!lit.usable) {
+      (unsafe[i] ? g->lone_ : g->combined_members_).push_back(static_cast<int32_t>(i));
+      continue;
+    }
+    g->filtered_.push_back(static_cast<int32_t>(i));
+    auto same = [&](const StartGroup& sg) {
+      return sg.literals->first_bytes == lit.first_bytes && sg.literals->prefixes == lit.prefixes;
+    };
+    auto it = std::find_if(g->start_groups_.begin(), g->start_groups_.end(), same);
+    if (it == g->start_groups_.end()) {
+      for (int b = 0; b < 256; ++b)
+        if (lit.first_bytes[static_cast<size_t>(b)])
+          g->groups_at_[static_cast<size_t>(b)].push_back(static_cast<int32_t>(g->start_groups_.size()));
+      g->start_groups_.push_back({{}, &lit});
+      it = g->start_groups_.end() - 1;
+    }
+    it->regexes.push_back(static_cast<int32_t>(i));
+    if (!lit.required) continue;
+    for (const std::string& s : *lit.required) {
+      literals.push_back(s);
+      g->literal_regex_.push_back(static_cast<int32_t>(i));
+    }
+  }
+  if (!literals.empty()) g->literal_automaton_ = KeywordAutomaton(literals);
+  if (g->combined_members_.size() > 1) {
     std::string all;
-    for (const std::string& s : g->regex_sources_) all += (all.empty() ? "" : "|") + s;
+    for (int32_t i : g->combined_members_)
+      all += (all.empty() ? "" : "|") + g->regex_sources_[static_cast<size_t>(i)];
     if (auto c = RegexMatcher::compile(all, true); c.ok()) g->combined_ = std::move(*c);
+  }
+  if (!g->combined_) {
+    g->lone_.insert(g->lone_.end(), g->combined_members_.begin(), g->combined_members_.end());
+    g->combined_members_.clear();
+    std::sort(g->lone_.begin(), g->lone_.end());
   }
   return std::shared_ptr<const GuardRules>(std::move(g));
 }

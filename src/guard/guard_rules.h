@@ -5,6 +5,7 @@
 // once at start and shared read-only by all requests; GuardScanner does the scanning.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -12,6 +13,7 @@
 
 #include "core/status.h"
 #include "guard/keyword_automaton.h"
+#include "guard/regex_literals.h"
 #include "guard/regex_matcher.h"
 
 namespace lancet::guard {
@@ -72,8 +74,31 @@ class GuardRules {
   const Owner& regex_owner(size_t i) const { return regex_owner_[i]; }
   // Does allow entry `allow` exempt rule `rule`?
   bool exempts(int32_t allow, int32_t rule) const;
-  // All regexes in one alternation (null when there are fewer than two): one search tells
-  // that none of them can match, the common case, instead of one search per regex.
+  // What each regex's text says about where it can match (regex_literals.h). A usable one is
+  // searched only from positions where it could start, and in text that is final only while
+  // one of its required literals occurs at or after the search start.
+  const RegexLiterals& regex_literals(size_t i) const { return literals_[i]; }
+  // The required literals of all usable regexes in one automaton; pattern p belongs to regex
+  // literal_regex(p).
+  const KeywordAutomaton& literal_automaton() const { return literal_automaton_; }
+  int32_t literal_regex(int32_t pattern) const { return literal_regex_[static_cast<size_t>(pattern)]; }
+  // The regexes with usable literals; those without, searched together through
+  // combined_regex(); and those without that are searched on their own, ascending.
+  const std::vector<int32_t>& filtered_regexes() const { return filtered_; }
+  const std::vector<int32_t>& combined_regexes() const { return combined_members_; }
+  const std::vector<int32_t>& lone_regexes() const { return lone_; }
+  // Filtered regexes that can start at the same places (same first bytes and prefixes), so a
+  // scanner tests a position once per group; groups_at(b): the groups that can start at byte b.
+  struct StartGroup {
+    std::vector<int32_t> regexes;
+    const RegexLiterals* literals;  // of regexes[0], the same for all
+  };
+  const StartGroup& start_group(int32_t g) const { return start_groups_[static_cast<size_t>(g)]; }
+  const std::vector<int32_t>& groups_at(uint8_t byte) const { return groups_at_[byte]; }
+  // Regexes without usable literals in one alternation (null when fewer than two qualify): one
+  // search tells that none of them can match, the common case, instead of one search per regex.
+  // A regex whose meaning or reported start would change inside an alternation (back
+  // references, group-number references, recursion, \K, \G, verbs) stays out of it.
   const RegexMatcher* combined_regex() const { return combined_.get(); }
   int32_t regex_window() const { return regex_window_; }
   // Bytes a streaming caller may have to hold back at most (longest keyword, regex window).
@@ -81,8 +106,14 @@ class GuardRules {
 
  private:
   std::vector<Rule> rules_;
-  std::vector<std::vector<bool>> allow_exempts_;
-  std::vector<std::string> regex_sources_;  // inline-flagged, for the combined pattern  // [allow][rule]
+  std::vector<std::vector<bool>> allow_exempts_;  // [allow][rule]
+  std::vector<std::string> regex_sources_;  // inline-flagged, for the combined pattern
+  std::vector<RegexLiterals> literals_;     // [num_regexes]
+  KeywordAutomaton literal_automaton_;
+  std::vector<int32_t> literal_regex_;      // [literal patterns] -> regex
+  std::vector<int32_t> filtered_, combined_members_, lone_;
+  std::vector<StartGroup> start_groups_;
+  std::array<std::vector<int32_t>, 256> groups_at_;
   KeywordAutomaton automaton_;
   std::vector<Owner> keyword_owner_;
   std::vector<std::unique_ptr<RegexMatcher>> regexes_;

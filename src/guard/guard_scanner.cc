@@ -13,7 +13,8 @@ bool is_han(uint32_t cp) {
 
 }  // namespace
 
-GuardScanner::GuardScanner(const GuardRules* rules) : rules_(rules), regex_next_(rules->num_regexes(), 0) {}
+GuardScanner::GuardScanner(const GuardRules* rules)
+    : rules_(rules), regex_next_(rules->num_regexes(), 0), last_literal_(rules->num_regexes(), 0) {}
 
 void GuardScanner::note_languages(std::string_view chunk) {
   if (first_latin_ != UINT64_MAX && first_han_ != UINT64_MAX) return;
@@ -46,54 +47,128 @@ void GuardScanner::add_match(const GuardRules::Owner& owner, uint64_t start, uin
   }
 }
 
+void GuardScanner::note_literals(std::string_view chunk) {
+  const KeywordAutomaton& lits = rules_->literal_automaton();
+  if (lits.num_keywords() == 0) return;
+  kw_matches_.clear();
+  lits.scan(chunk, &lit_state_, &kw_matches_);
+  for (const auto& m : kw_matches_) {
+    uint64_t& last = last_literal_[static_cast<size_t>(rules_->literal_regex(m.pattern))];
+    last = std::max(last, m.start + 1);
+  }
+}
+
+void GuardScanner::scan_combined(bool final, bool* skip) {
+  // One search of the alternation of its patterns: none of them matches,
+  // completely or in part, before the first (partial) match it reports, so no pattern's search
+  // needs to start earlier. Nothing: every pattern is done up to the end. A partial match
+  // (streaming) within the window: the patterns wait for more text from there (as one
+  // pattern's partial match makes it wait), with no search of their own until the alternation
+  // completes or drops it.
+  const uint64_t end = kw_state_.offset;
+  const uint64_t window = static_cast<uint64_t>(rules_->regex_window());
+  uint64_t from = end;
+  for (int32_t r : rules_->combined_regexes()) from = std::min(from, regex_next_[static_cast<size_t>(r)]);
+  const size_t at = static_cast<size_t>(std::max(from, tail_base_) - tail_base_);
+  const RegexMatcher::Found f = rules_->combined_regex()->search(tail_, at, /*partial=*/!final);
+  if (f.result == RegexMatcher::Result::kNone) {
+    for (int32_t r : rules_->combined_regexes()) regex_next_[static_cast<size_t>(r)] = end;
+    *skip = true;
+    return;
+  }
+  const uint64_t first = tail_base_ + f.start;
+  for (int32_t r : rules_->combined_regexes())
+    regex_next_[static_cast<size_t>(r)] = std::max(regex_next_[static_cast<size_t>(r)], first);
+  // A partial match longer than the window is not waited for: the patterns search on their own
+  // (each drops its own overlong partial match, a documented limit).
+  *skip = f.result == RegexMatcher::Result::kPartial && end - first <= window;
+}
+
+void GuardScanner::search_regex(size_t r, bool final) {
+  const uint64_t end = kw_state_.offset;
+  const uint64_t window = static_cast<uint64_t>(rules_->regex_window());
+  const RegexMatcher& re = rules_->regex(r);
+  const RegexLiterals& lit = rules_->regex_literals(r);
+  size_t from = static_cast<size_t>(std::max(regex_next_[r], tail_base_) - tail_base_);
+  for (;;) {
+    if (lit.usable) {
+      // A complete match contains a required literal at or after its start: with no more text
+      // to come and none of them ahead, there is nothing left to find.
+      auto none_ahead = [&] { return final && lit.required && last_literal_[r] <= tail_base_ + from; };
+      if (!none_ahead()) {
+        // No match or partial match starts where the regex could not begin.
+        while (from < tail_.size() && !lit.could_start_at(tail_, from)) ++from;
+      }
+      if (from >= tail_.size() || none_ahead()) {
+        regex_next_[r] = end;
+        break;
+      }
+    }
+    const RegexMatcher::Found f = re.search(tail_, from, /*partial=*/!final);
+    if (f.result == RegexMatcher::Result::kNone) {
+      regex_next_[r] = end;
+      break;
+    }
+    if (f.result == RegexMatcher::Result::kPartial) {
+      // A match longer than the window is not followed further (documented limit).
+      regex_next_[r] = std::max<uint64_t>(tail_base_ + f.start, end > window ? end - window : 0);
+      break;
+    }
+    add_match(rules_->regex_owner(r), tail_base_ + f.start, tail_base_ + f.end);
+    from = f.end > f.start ? f.end : f.end + 1;  // a lookaround-only match is empty
+    if (from > tail_.size()) {
+      regex_next_[r] = end;
+      break;
+    }
+    regex_next_[r] = tail_base_ + f.end;
+  }
+}
+
 void GuardScanner::scan_regexes(bool final) {
   const uint64_t end = kw_state_.offset;
   const uint64_t window = static_cast<uint64_t>(rules_->regex_window());
-  bool skip = false;
-  if (const RegexMatcher* all = rules_->combined_regex()) {
-    // One search of the alternation of every pattern: no pattern matches, completely or in
-    // part, before the first (partial) match it reports, so no pattern's search needs to start
-    // earlier. Nothing: every pattern is done up to the end. A partial match (streaming) within
-    // the window: the patterns wait for more text from there (as one pattern's partial match
-    // makes it wait), with no search of their own until the alternation completes or drops it.
-    uint64_t from = end;
-    for (uint64_t n : regex_next_) from = std::min(from, n);
-    const size_t at = static_cast<size_t>(std::max(from, tail_base_) - tail_base_);
-    const RegexMatcher::Found f = all->search(tail_, at, /*partial=*/!final);
-    if (f.result == RegexMatcher::Result::kNone) {
-      std::fill(regex_next_.begin(), regex_next_.end(), end);
-      skip = true;
+  bool skip_combined = false;
+  if (rules_->combined_regex()) scan_combined(final, &skip_combined);
+  if (!skip_combined)
+    for (int32_t r : rules_->combined_regexes()) search_regex(static_cast<size_t>(r), final);
+  for (int32_t r : rules_->lone_regexes()) search_regex(static_cast<size_t>(r), final);
+  // A filtered regex still waiting on a partial match goes on from there; the others have
+  // searched all text before scanned_to_ and start at their first possible start in the new
+  // text, found by one pass over it that tests each start group once per byte.
+  handled_.assign(rules_->num_regexes(), 0);
+  size_t waiting = 0;
+  for (int32_t ri : rules_->filtered_regexes()) {
+    const size_t r = static_cast<size_t>(ri);
+    const RegexLiterals& lit = rules_->regex_literals(r);
+    if (regex_next_[r] < scanned_to_) {
+      search_regex(r, final);
+      handled_[r] = 1;
+    } else if (final && lit.required && last_literal_[r] <= scanned_to_) {
+      regex_next_[r] = end;  // no required literal ahead: nothing to find
+      handled_[r] = 1;
     } else {
-      const uint64_t first = tail_base_ + f.start;
-      for (uint64_t& n : regex_next_) n = std::max(n, first);
-      // A partial match longer than the window is not waited for: the patterns search on
-      // their own (each drops its own overlong partial match, a documented limit).
-      skip = f.result == RegexMatcher::Result::kPartial && end - first <= window;
+      ++waiting;
     }
   }
-  for (size_t r = 0; r < rules_->num_regexes() && !skip; ++r) {
-    const RegexMatcher& re = rules_->regex(r);
-    size_t from = static_cast<size_t>(std::max(regex_next_[r], tail_base_) - tail_base_);
-    for (;;) {
-      const RegexMatcher::Found f = re.search(tail_, from, /*partial=*/!final);
-      if (f.result == RegexMatcher::Result::kNone) {
-        regex_next_[r] = end;
-        break;
+  for (size_t s = static_cast<size_t>(scanned_to_ - tail_base_); s < tail_.size() && waiting > 0; ++s) {
+    for (int32_t gi : rules_->groups_at(static_cast<uint8_t>(tail_[s]))) {
+      const GuardRules::StartGroup& group = rules_->start_group(gi);
+      bool open = false;
+      for (int32_t r : group.regexes) open = open || !handled_[static_cast<size_t>(r)];
+      if (!open || !group.literals->could_start_at(tail_, s)) continue;
+      for (int32_t ri : group.regexes) {
+        const size_t r = static_cast<size_t>(ri);
+        if (handled_[r]) continue;
+        handled_[r] = 1;
+        --waiting;
+        regex_next_[r] = tail_base_ + s;
+        search_regex(r, final);
       }
-      if (f.result == RegexMatcher::Result::kPartial) {
-        // A match longer than the window is not followed further (documented limit).
-        regex_next_[r] = std::max<uint64_t>(tail_base_ + f.start, end > window ? end - window : 0);
-        break;
-      }
-      add_match(rules_->regex_owner(r), tail_base_ + f.start, tail_base_ + f.end);
-      from = f.end > f.start ? f.end : f.end + 1;  // a lookaround-only match is empty
-      if (from > tail_.size()) {
-        regex_next_[r] = end;
-        break;
-      }
-      regex_next_[r] = tail_base_ + f.end;
     }
   }
+  for (int32_t r : rules_->filtered_regexes())
+    if (!handled_[static_cast<size_t>(r)]) regex_next_[static_cast<size_t>(r)] = end;
+  scanned_to_ = end;
   // Keep the window for lookbehinds and partial matches, starting on a character boundary.
   if (tail_.size() > window) {
     size_t cut = tail_.size() - window;
@@ -140,6 +215,7 @@ void GuardScanner::feed(std::string_view chunk) {
   kw_matches_.clear();
   rules_->keywords().scan(chunk, &kw_state_, &kw_matches_);
   for (const auto& m : kw_matches_) add_match(rules_->keyword_owner(m.pattern), m.start, m.end);
+  note_literals(chunk);
   uint64_t frontier = kw_state_.offset - static_cast<uint64_t>(rules_->keywords().live_depth(kw_state_));
   if (rules_->num_regexes() > 0) {
     tail_.append(chunk);
@@ -159,6 +235,7 @@ void GuardScanner::scan_all(std::string_view text) {
   kw_matches_.clear();
   rules_->keywords().scan(text, &kw_state_, &kw_matches_);
   for (const auto& m : kw_matches_) add_match(rules_->keyword_owner(m.pattern), m.start, m.end);
+  note_literals(text);
   if (rules_->num_regexes() > 0) {
     tail_.append(text);
     scan_regexes(/*final=*/true);

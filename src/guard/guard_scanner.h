@@ -1,7 +1,9 @@
 // Incremental application of a GuardRules to one text stream (a prompt, or one choice's
 // generated output). feed() takes the text chunk by chunk; the keyword automaton state and a
 // tail window for the regexes carry over between chunks, so matches split across chunks are
-// found and no byte is scanned by the automaton twice. A rule match is decided (kept, or
+// found and no byte is scanned by the automaton twice. A regex whose literals are known
+// (regex_literals.h) is searched only from bytes where it could start, and at the end of the
+// text only while one of its required literals lies ahead of its search start. A rule match is decided (kept, or
 // dropped by its language scope or an allow match covering it) once no pattern that could
 // still be completed by more text starts at or before it; safe_end() is the prefix that can
 // be released to a client: nothing blocked lies in it, whatever text follows.
@@ -27,7 +29,8 @@ class GuardScanner {
  public:
   explicit GuardScanner(const GuardRules* rules);
 
-  // Scans the next chunk; decided hits are appended to hits().
+  // Scans the next chunk; decided hits are appended to hits(). Chunks should end on UTF-8
+  // character boundaries: a regex match through a character split between chunks can be missed.
   void feed(std::string_view chunk);
   // The text has ended: every remaining candidate is decided.
   void finish();
@@ -48,6 +51,9 @@ class GuardScanner {
     uint64_t start, end;
   };
   void scan_regexes(bool final);
+  void scan_combined(bool final, bool* skip);
+  void search_regex(size_t r, bool final);
+  void note_literals(std::string_view chunk);
   void note_languages(std::string_view chunk);
   void add_match(const GuardRules::Owner& owner, uint64_t start, uint64_t end);
   void decide(uint64_t frontier);
@@ -59,6 +65,10 @@ class GuardScanner {
   std::string tail_;                                 // bytes [tail_base_, bytes_seen()) for the regexes
   uint64_t tail_base_ = 0;
   std::vector<uint64_t> regex_next_;     // [num_regexes] where each regex's next search starts
+  KeywordAutomaton::State lit_state_;    // the regexes' required literals
+  std::vector<uint64_t> last_literal_;   // [num_regexes] 1 + start of the last literal seen; 0: none
+  uint64_t scanned_to_ = 0;              // where the previous regex scan ended
+  std::vector<uint8_t> handled_;         // [num_regexes] scratch of scan_regexes
   std::vector<Hit> pending_;             // rule matches not yet decided
   std::vector<Span> allow_spans_;        // allow matches that may still cover a pending one
   std::vector<Hit> hits_;
