@@ -90,7 +90,8 @@ StatusOr<std::shared_ptr<const GuardRules>> GuardRules::compile(const RulesSpec&
   if (g->rules_.empty()) return InvalidArgument(spec.source + ": the file defines no rules");
   for (size_t a = 0; a < spec.allows.size(); ++a) {
     const AllowSpec& al = spec.allows[a];
-    const std::string id = al.id.empty() ? "#" + std::to_string(a + 1) : al.id;
+    std::string id = al.id;
+    if (id.empty()) id.append("#").append(std::to_string(a + 1));
     std::vector<bool> ex(g->rules_.size(), al.exempts.empty());
     for (const std::string& name : al.exempts) {
       auto it = ids.find(name);
