@@ -263,8 +263,11 @@ StatusOr<std::vector<TokenEvent>> Engine::step() {
   std::vector<std::vector<int32_t>> spec_inputs(out.scheduled.size());  // [last token, drafts...]
   std::vector<std::vector<int32_t>> prompt_offsets(out.scheduled.size());  // rows of scored prompts
   const std::vector<RunnerSeq> batch = runner_batch(out, &spec_inputs, &prompt_offsets);
-  StepFeatures features;  // before the step moves num_computed
-  for (const ScheduledSeq& s : out.scheduled) features.add_chunk(s.seq->num_computed, s.num_new_tokens);
+  // The step cost model is fitted only when steps are timed (before the step moves num_computed).
+  const bool timed = config_.scheduler.max_step_ms > 0;
+  StepFeatures features;
+  if (timed)
+    for (const ScheduledSeq& s : out.scheduled) features.add_chunk(s.seq->num_computed, s.num_new_tokens);
   RunnerOutput ro;
   Status st;
   {
@@ -272,7 +275,7 @@ StatusOr<std::vector<TokenEvent>> Engine::step() {
     st = runner_->execute(batch, &ro);
     const double seconds = model_timer.seconds();
     if (spec_) spec_->observe_target_step(out.num_batched_tokens, seconds);
-    if (st.ok()) step_cost_.observe(features, 1e3 * seconds);
+    if (timed && st.ok()) step_cost_.observe(features, 1e3 * seconds);
   }
   counters_.steps++;
   counters_.iteration_tokens.observe(static_cast<double>(out.num_batched_tokens));

@@ -190,7 +190,7 @@ class Engine {
   std::unique_ptr<ModelRunner> runner_;  // over model_
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<Scheduler> scheduler_;
-  StepCostModel step_cost_;  // fitted to the target's passes; times steps under max_step_ms
+  StepCostModel step_cost_;  // with max_step_ms: fitted to the target's passes, times the steps
   std::unique_ptr<Speculator> spec_;  // null when speculative decoding is off
   std::map<SeqId, std::unique_ptr<Sequence>> seqs_;
   std::map<int64_t, std::vector<SeqId>> requests_;
