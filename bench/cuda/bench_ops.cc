@@ -93,7 +93,8 @@ void row(const char* kind, const std::string& name, double us, double achieved, 
 // fp8: E4M3 weights with per-row scales (FP8 activations above the gemv rows). Weights are
 // uniform in [-0.035, 0.035) (the spread of a normal with sigma 0.02), from a cheap generator:
 // the 70B shapes hold half a billion values.
-// `bench_ops matmul TEXT`: only the linear layers whose name (with its "fp8 " prefix) holds TEXT.
+// `bench_ops matmul TEXT`: only the linear layers whose name (with its "fp8 " prefix) holds TEXT
+// (the decode-layer rows: "layer linears n=N", "fp8 layer linears n=N").
 std::string g_matmul_filter;
 std::string g_attn_filter;  // `bench_ops attn TEXT`: the attention cases whose label contains TEXT
 
@@ -144,6 +145,53 @@ void bench_matmul(Backend& be, const char* name, int64_t m, int64_t k, bool fp8,
       row("matmul", label, s * 1e6, 2.0 * n * m * k / s / 1e12, "TFLOP/s", fp8 ? kFp8SpecTFlops : kBf16TFlops);
     }
   }
+}
+
+// The linear half of decode layers at batch n (Llama-3-8B shape): norm, fused q/k/v, o_proj,
+// norm, fused gate/up + SiLU, down_proj, as the model runs them, over layers of distinct
+// weights (0.87 GB, so L2 cannot serve them), captured into one graph. Bytes: the weights
+// (what bounds batch-1 decode), per layer and time: how far the launches between the gemvs
+// keep the layer from the bandwidth the gemvs reach alone.
+void bench_decode_layers(bool fp8, int64_t n) {
+  const std::string label = std::string(fp8 ? "fp8 " : "") + "layer linears n=" + std::to_string(n);
+  if (label.find(g_matmul_filter) == std::string::npos) return;
+  auto made = make_backend("cuda");
+  die(made.status(), "cuda backend");
+  Backend& be = **made;
+  const int64_t h = 4096, kvd = 1024, inter = 14336;
+  const int layers = fp8 ? 4 : 2;  // 0.87 GB of weights either way
+  struct Layer {
+    WeightMatrix q, k, v, o, gate, up, down;
+  };
+  std::vector<Layer> ls;
+  for (int l = 0; l < layers; ++l)
+    ls.push_back(Layer{upload_weights(be, "q", h, h, fp8, 1)[0], upload_weights(be, "k", kvd, h, fp8, 1)[0],
+                       upload_weights(be, "v", kvd, h, fp8, 1)[0], upload_weights(be, "o", h, h, fp8, 1)[0],
+                       upload_weights(be, "gate", inter, h, fp8, 1)[0], upload_weights(be, "up", inter, h, fp8, 1)[0],
+                       upload_weights(be, "down", h, inter, fp8, 1)[0]});
+  Buffer res = dev_random_f32(be, static_cast<size_t>(n * h), 5), gain = dev_random_f32(be, static_cast<size_t>(h), 6);
+  Buffer hidden = dev_alloc(be, static_cast<size_t>(n * h) * 4), proj = dev_random_f32(be, static_cast<size_t>(n * h), 7);
+  Buffer q = dev_alloc(be, static_cast<size_t>(n * h) * 4), k = dev_alloc(be, static_cast<size_t>(n * kvd) * 4),
+         v = dev_alloc(be, static_cast<size_t>(n * kvd) * 4);
+  Buffer s1 = dev_alloc(be, static_cast<size_t>(n * inter) * 4), s2 = dev_alloc(be, static_cast<size_t>(n * inter) * 4),
+         act = dev_alloc(be, static_cast<size_t>(n * inter) * 4);
+  // The residual is renormalized every call and proj stays bounded, so replays stay finite.
+  const RmsNormArgs norm{n, h, proj.as<float>(), res.as<float>(), gain.as<float>(), 1e-5f, hidden.as<float>()};
+  float* qkv_out[3] = {q.as<float>(), k.as<float>(), v.as<float>()};
+  auto call = [&](int i) {
+    const Layer& L = ls[static_cast<size_t>(i) % ls.size()];
+    const WeightMatrix* qkv[3] = {&L.q, &L.k, &L.v};
+    die(be.rms_norm(norm), "norm");
+    die(be.matmul_multi(hidden.as<float>(), n, qkv, qkv_out), "qkv");
+    die(be.matmul(q.as<float>(), n, L.o, proj.as<float>()), "o_proj");
+    die(be.rms_norm(norm), "norm");
+    die(be.matmul_gate_up_silu(hidden.as<float>(), n, L.gate, L.up, s1.as<float>(), s2.as<float>(), act.as<float>()),
+        "gate_up");
+    die(be.matmul(act.as<float>(), n, L.down, proj.as<float>()), "down_proj");
+  };
+  const double t = time_per_call_graph(be, 10, call);
+  const double bytes = static_cast<double>(h * (h + 2 * kvd) + h * h + 3 * h * inter) * (fp8 ? 1 : 2);
+  row("layer", label, t * 1e6, bytes / t / 1e9, "GB/s", kCopyGBs);
 }
 
 // The ops of a prompt chunk's MLP block at n = 8192 rows, Llama-3-8B shape, on a fresh backend
@@ -283,7 +331,11 @@ int main(int argc, char** argv) {
     bench_prompt_mlp(true);
     if (only == "prompt") return 0;
   }
-  if (only != "attn") bench_matmuls(**be);
+  if (only != "attn") {
+    bench_matmuls(**be);
+    for (bool fp8 : {false, true})
+      for (int64_t n : {int64_t{1}, int64_t{4}}) bench_decode_layers(fp8, n);
+  }
   if (only == "matmul") return 0;
   for (int64_t ctx : {int64_t{1024}, int64_t{8192}, int64_t{32768}, int64_t{131072}}) bench_attention(**be, 1, ctx, 1);
   bench_attention(**be, 1, 131072, 1, DType::kF8E4M3);

@@ -269,6 +269,8 @@ class Backend {
   virtual Status matmul_gate_up_silu(const float* x /*[n, cols]*/, int64_t n, const WeightMatrix& gate,
                                      const WeightMatrix& up, float* gate_out, float* up_out,
                                      float* act /*[n, gate.rows]*/);
+  // Rope on q and k, then k and v into their cache slots (rope, then kv_write). r.k is w.k.
+  virtual Status rope_kv_write(const RopeArgs& r, const KvWriteArgs& w, const KvCacheLayer& cache);
 
   // ---- graphs: ops enqueued between begin_capture and end_capture are recorded instead of
   // run, and launch_graph replays them with the same pointers and shapes (the data behind the
@@ -341,6 +343,11 @@ inline Status Backend::matmul_gate_up_silu(const float* x, int64_t n, const Weig
   RETURN_IF_ERROR(matmul(x, n, gate, gate_out));
   RETURN_IF_ERROR(matmul(x, n, up, up_out));
   return silu_mul(gate_out, up_out, n, gate.rows, act);
+}
+
+inline Status Backend::rope_kv_write(const RopeArgs& r, const KvWriteArgs& w, const KvCacheLayer& cache) {
+  RETURN_IF_ERROR(rope(r));
+  return kv_write(w, cache);
 }
 
 inline Status Backend::set_op_timing(bool on) {

@@ -60,14 +60,13 @@ Status LlamaModel::attention(LlamaRank& rk, int64_t l, const StepView& st, const
   ra.cos = rk.d_cos.as<float>();
   ra.sin = rk.d_sin.as<float>();
   ra.max_positions = rope_.max_positions;
-  RETURN_IF_ERROR(be.rope(ra));
-  RETURN_IF_ERROR(observe_kv(rk, l, T));
   KvWriteArgs kw;
   kw.num_tokens = T;
   kw.k = rk.k.as<float>();
   kw.v = rk.v.as<float>();
   kw.slot_mapping = st.slot_mapping;
-  RETURN_IF_ERROR(be.kv_write(kw, kv.layer(l)));
+  RETURN_IF_ERROR(be.rope_kv_write(ra, kw, kv.layer(l)));
+  RETURN_IF_ERROR(observe_kv(rk, l, T));
   PagedAttentionArgs pa;
   pa.num_tokens = T;
   pa.num_seqs = st.num_seqs;

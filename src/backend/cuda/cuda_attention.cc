@@ -39,6 +39,22 @@ Status CudaBackend::kv_write(const KvWriteArgs& a, const KvCacheLayer& c) {
   return launch_status(launch_kv_write(a, c, err_word_.as<unsigned>(), ctx_->stream), "kv_write");
 }
 
+Status CudaBackend::rope_kv_write(const RopeArgs& r, const KvWriteArgs& w, const KvCacheLayer& c) {
+  // Prompt chunks keep the two kernels (the KV write's wider stores); a decode-sized step,
+  // a few kilobytes, takes one launch.
+  if (r.num_tokens > kRopeKvFusedMaxTokens || r.num_tokens != w.num_tokens || r.k != w.k ||
+      r.num_kv_heads != c.num_kv_heads || r.head_dim != c.head_dim)
+    return Backend::rope_kv_write(r, w, c);
+  const OpScope timed(op_timer(), OpKind::kRope);
+
+  RETURN_IF_ERROR(check_cache(c));
+  if (r.rotary_dim <= 0 || r.rotary_dim > r.head_dim || r.rotary_dim % 2 != 0 || r.head_dim % 2 != 0)
+    return InvalidArgument("rope: rotary_dim " + std::to_string(r.rotary_dim) + " must be even and <= head_dim");
+  if (r.num_tokens < 0 || r.num_heads < 0 || !r.positions || !r.cos || !r.sin || !w.v || !w.slot_mapping)
+    return InvalidArgument("rope_kv_write: bad arguments");
+  return launch_status(launch_rope_kv_write(r, w, c, err_word_.as<unsigned>(), ctx_->stream), "rope_kv_write");
+}
+
 AttentionStepPlan CudaBackend::plan_attention(const AttentionPlanQuery& q, const KvCacheLayer& c) const {
   if (q.max_context_len <= 0) return AttentionStepPlan{};  // unknown: each call plans itself
   const AttentionDevice dev{num_sms_, precision_ == ActivationPrecision::kExact};

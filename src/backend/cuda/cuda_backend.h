@@ -90,6 +90,9 @@ class CudaBackend final : public Backend {
   Status matmul(const float* x, int64_t n, const WeightMatrix& w, float* y) override;
   Status silu_mul(const float* gate, const float* up, int64_t n, int64_t d, float* out) override;
   Status kv_write(const KvWriteArgs& a, const KvCacheLayer& cache) override;
+  // Steps of up to kRopeKvFusedMaxTokens tokens: one kernel (rope_kv_write.cu).
+  Status rope_kv_write(const RopeArgs& r, const KvWriteArgs& w, const KvCacheLayer& cache) override;
+  static constexpr int64_t kRopeKvFusedMaxTokens = 256;
   Status paged_attention(const PagedAttentionArgs& a, const KvCacheLayer& cache) override;
   AttentionStepPlan plan_attention(const AttentionPlanQuery& q, const KvCacheLayer& cache) const override;
   Status gather_rows(const float* x, int64_t n, int64_t d, const int32_t* rows, int64_t r,

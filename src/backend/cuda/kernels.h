@@ -45,6 +45,9 @@ cudaError_t launch_silu_mul_bf16(const void* gate /*[n] bf16*/, const void* up /
 cudaError_t launch_gather_rows(const float* x /*[n, d]*/, int64_t n, int64_t d, const int32_t* rows /*[r]*/,
                                int64_t r, float* out /*[r, d]*/, unsigned* err, cudaStream_t s);
 cudaError_t launch_kv_write(const KvWriteArgs& a, const KvCacheLayer& cache, unsigned* err, cudaStream_t s);
+// rope then kv_write in one launch (rope_kv_write.cu; r.k must be w.k), for decode-sized steps.
+cudaError_t launch_rope_kv_write(const RopeArgs& r, const KvWriteArgs& w, const KvCacheLayer& cache, unsigned* err,
+                                 cudaStream_t s);
 
 // How paged attention splits each query's context (flash decoding): num_splits > 1 writes
 // per-split partial results to the workspace and a second kernel combines them. With device

@@ -6,20 +6,11 @@
 #include <cuda_fp8.h>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/kv_store.cuh"
 #include "backend/cuda/pdl.cuh"
 
 namespace lancet::cuda {
 namespace {
-
-template <typename T>
-__device__ __forceinline__ T from_f32(float v);
-template <>
-__device__ __forceinline__ float from_f32<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-
-template <>
-__device__ __forceinline__ __nv_fp8_e4m3 from_f32<__nv_fp8_e4m3>(float v) { return __nv_fp8_e4m3(v); }
 
 constexpr int kThreads = 128;
 constexpr int kPer = 4;  // values per thread
@@ -53,8 +44,8 @@ __global__ void kv_write_kernel(const float* __restrict__ k, const float* __rest
 #pragma unroll
   for (int j = 0; j < kPer; ++j) {
     if (i0 + j >= row) break;
-    kd[i0 + j] = from_f32<T>(kv[j] * inv_ks);
-    vd[i0 + j] = from_f32<T>(vv[j] * inv_vs);
+    kd[i0 + j] = kv_store_value<T>(kv[j] * inv_ks);
+    vd[i0 + j] = kv_store_value<T>(vv[j] * inv_vs);
   }
 }
 

@@ -11,6 +11,11 @@
 //    would let the next kernel's wait return before the kernel two back has completed.
 // pdl_launch_dependents() lets the next kernel launch before this one ends; it may be called
 // anywhere (the next kernel still waits for this one to complete before touching memory).
+// Where a kernel calls it matters (measured on an H200, batch-1 decode of the Llama-3-8B shape):
+// at the start of every kernel, waiting grids pile up and crowd out the running one (FP8: 228
+// against 299 tok/s); right after every kernel's own pdl_wait() (at most two grids overlap) it
+// still cost 4% in BF16 and 6% in FP8 against the placement below (the gemvs after their main
+// loop, the other kernels at their exit).
 // On sm_80 both are no-ops and launch_pdl launches normally.
 #pragma once
 
