@@ -96,7 +96,7 @@ class Spec:
         self.long = i % 13 == 3
         q = LONG_QUESTIONS[(i // 13) % len(LONG_QUESTIONS)] if self.long else QUESTIONS[(i // 4) % len(QUESTIONS)]
         self.prompt = (LONG_DOC + "\n\n" + q) if self.long else q
-        self.max_tokens = 4 if self.long else 8
+        self.max_tokens = 4 if self.long else 6
 
     def key(self):
         return (self.route, self.prompt, self.max_tokens)
