@@ -25,7 +25,6 @@ import json
 import math
 import os
 import signal
-import sys
 import threading
 import time
 import urllib.error
