@@ -10,7 +10,8 @@ tests/deploy/replica_set_test.cc:
 2. Rate limit: a client past its request rate gets 429 in the OpenAI envelope; another client
    is not affected.
 3. Load: 300 mixed requests (chat and completions, streamed and not, 1 in 13 long) at
-   concurrency 32 while r1 is drained (SIGTERM) and restarted and r3 is killed (SIGKILL). No
+   concurrency 32 while r1 is drained (SIGTERM) and restarted and r3 is killed (SIGKILL, aimed
+   at a moment when a stream runs on it). No
    client sees an error except streams already running on r3 when it was killed (retried
    here); every answer is complete (finish reason, usage) and equal to every other answer to
    the same greedy request; every answer came from the pool its length belongs to.
@@ -112,8 +113,9 @@ class Spec:
         return kw
 
 
-def send(spec):
-    """One attempt: {server, pool, text, finish, tokens, error, during_stream}."""
+def send(spec, load=None):
+    """One attempt: {server, pool, text, finish, tokens, error, during_stream}. Streams running on
+    the replica the test will kill are counted in load.live_streams while they last."""
     api = client.chat.completions if spec.route == "chat" else client.completions
     out = {"server": None, "pool": None, "text": "", "finish": None, "tokens": None, "error": None,
            "during_stream": False}
@@ -137,6 +139,10 @@ def send(spec):
     parsed = raw.parse()
     out["during_stream"] = True
     parts = []
+    watched = load is not None and out["server"] == load.killed_name
+    if watched:
+        with load.lock:
+            load.live_streams += 1
     try:
         for chunk in parsed:
             if chunk.usage is not None:
@@ -148,6 +154,10 @@ def send(spec):
                     out["finish"] = choice.finish_reason
     except Exception as e:
         out["error"] = f"{type(e).__name__}: {e}"
+    finally:
+        if watched:
+            with load.lock:
+                load.live_streams -= 1
     out["text"] = "".join(parts)
     if out["error"] is None and (out["finish"] is None or out["tokens"] is None):
         out["error"] = "stream ended without a finish reason or usage"
@@ -163,10 +173,11 @@ class Load:
         self.failures = []
         self.cut_streams = []
         self.results = {}
+        self.live_streams = 0
 
     def run_one(self, spec):
         for attempt in range(3):
-            r = send(spec)
+            r = send(spec, self)
             if r["error"] and r["during_stream"] and r["server"] == self.killed_name and self.killed.is_set():
                 with self.lock:
                     self.cut_streams.append((spec.index, r["error"]))
@@ -206,8 +217,13 @@ def chaos_drain(r1, gateway, load, report):
 
 
 def chaos_kill(r3, load, report):
-    """At request 150: SIGKILL r3 (the long pool's replica) while it serves requests."""
+    """At request 150: SIGKILL r3 (the long pool's replica) while it serves requests, if it can
+    be had while a stream runs on it (so a stream is cut mid-way)."""
     wait_for("150 requests done", lambda: load.done >= 150, 300, 0.05)
+    deadline = time.monotonic() + 30
+    while load.live_streams == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    report["stream_at_kill"] = load.live_streams > 0
     report["kill_in_flight"] = wait_in_flight(r3, load, 120)
     report["kill_at"] = load.done
     load.killed.set()
@@ -370,7 +386,8 @@ def run_load(gateway, replicas, report):
 def check_load(load, report):
     print(f"load: {NUM_REQUESTS} requests in {report['load_s']:.1f} s; r1 drained at request {report['drain_at']} "
           f"(exit {report['drain_rc']}), back at {report['rejoined_at']}; r3 killed at {report['kill_at']}; "
-          f"{len(load.cut_streams)} stream(s) cut by the kill and retried", flush=True)
+          f"{len(load.cut_streams)} stream(s) cut by the kill and retried "
+          f"({'a' if report['stream_at_kill'] else 'no'} stream was running on r3 at the kill)", flush=True)
     check(not load.failures, f"no client error besides streams cut by the kill {load.failures[:5]}")
     check(len(load.results) == NUM_REQUESTS, "every request answered")
     check(report["drain_in_flight"] and report["drain_rc"] == 0,
