@@ -49,6 +49,9 @@ Status RuntimeConfig::validate() const {
         "speculative config: force_acceptance_rate changes the output and is for `lancet bench` only");
   if (tensor_parallel_size < 1 || tensor_parallel_size > 64)
     return InvalidArgument("--tensor-parallel-size must be in [1, 64]");
+  RETURN_IF_ERROR(kv_offload.validate());
+  if (!kv_offload.url.empty() && !enable_prefix_caching)
+    return InvalidArgument("--kv-offload shares prefix-cache blocks: it needs prefix caching (drop --no-enable-prefix-caching)");
   return OkStatus();
 }
 
@@ -60,6 +63,8 @@ Runtime::~Runtime() {
 }
 
 StepProfile Runtime::take_step_profile() { return impl_->executor->take_step_profile(); }
+
+RedisKvTier* Runtime::kv_offload() const { return impl_ ? impl_->kv_tier.get() : nullptr; }
 
 StatusOr<std::vector<int32_t>> Runtime::encode_prompt(const std::string& text, bool parse_special) const {
   if (!tokenizer_) return InvalidArgument("this model has no tokenizer: send token ids instead of text");

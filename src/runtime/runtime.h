@@ -17,6 +17,7 @@
 #include "engine/async_engine.h"
 #include "engine/engine.h"
 #include "io/model_source.h"
+#include "kv_tier/redis_kv_tier.h"
 #include "output/output_processor.h"
 #include "runner/kv_calibration.h"
 #include "runner/llama_executor.h"
@@ -72,6 +73,8 @@ struct RuntimeConfig {
   // GPUs (or, with the cpu backend, simulated ranks) the model is split over: Megatron-style
   // tensor parallelism, one thread driving every rank (model/llama_model.h). 1 = no split.
   int tensor_parallel_size = 1;
+  // The shared prefix-KV tier in Redis (--kv-offload; kv_tier/redis_kv_tier.h); url "" = off.
+  KvOffloadConfig kv_offload;
 
   Status validate() const;
 };
@@ -129,6 +132,9 @@ class Runtime {
   // With profile_ops: the target's op times by kind since the last call, and starts over
   // (zero without profile_ops). Any thread.
   StepProfile take_step_profile();
+
+  // The shared prefix-KV tier, null without --kv-offload.
+  RedisKvTier* kv_offload() const;
 
  private:
   Runtime() = default;

@@ -91,6 +91,8 @@ class CudaBackend final : public Backend {
   Status silu_mul(const float* gate, const float* up, int64_t n, int64_t d, float* out) override;
   Status kv_write(const KvWriteArgs& a, const KvCacheLayer& cache) override;
   Status paged_attention(const PagedAttentionArgs& a, const KvCacheLayer& cache) override;
+  Status kv_block_read(std::span<const KvCacheLayer> layers, int64_t block, void* host) override;
+  Status kv_block_write(std::span<const KvCacheLayer> layers, int64_t block, const void* host) override;
   AttentionStepPlan plan_attention(const AttentionPlanQuery& q, const KvCacheLayer& cache) const override;
   Status gather_rows(const float* x, int64_t n, int64_t d, const int32_t* rows, int64_t r,
                      float* out) override;
