@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -135,6 +136,9 @@ class Runtime {
 
   // The shared prefix-KV tier, null without --kv-offload.
   RedisKvTier* kv_offload() const;
+  // The tier's keys of the full blocks of `tokens`, in order (empty without --kv-offload):
+  // for tools that inspect or drop a prompt's entries.
+  std::vector<std::string> kv_offload_keys(std::span<const int32_t> tokens) const;
 
  private:
   Runtime() = default;
