@@ -49,6 +49,9 @@ RedisKvTier::RedisKvTier(const KvOffloadConfig& config, RedisEndpoint endpoint, 
 }
 
 RedisKvTier::~RedisKvTier() {
+  // A process that ends right after a prompt (lancet generate) still shares its blocks; a
+  // slow or dead server holds the exit up by at most the timeout.
+  flush(std::chrono::milliseconds(config_.timeout_ms));
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;

@@ -44,7 +44,8 @@ class RedisKvTier final : public KvTier {
  public:
   // model: the executor whose KV blocks are copied (not owned; outlives the tier).
   static StatusOr<std::unique_ptr<RedisKvTier>> create(const KvOffloadConfig& config, ModelExecutor* model);
-  ~RedisKvTier() override;  // stops the writer; writes still queued are dropped
+  // Waits up to the timeout for queued writes, then stops the writer (the rest is dropped).
+  ~RedisKvTier() override;
 
   int64_t fetch_batch() const override { return kFetchBatch; }
   std::chrono::milliseconds fetch_budget() const override { return std::chrono::milliseconds(config_.timeout_ms); }
