@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 PKGS=(build-essential cmake pkg-config nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libyaml-cpp-dev
       libpcre2-dev libpoppler-cpp-dev libicu-dev libssl-dev libgtest-dev libbenchmark-dev clang libclang-rt-dev
-      python3-venv chromium haproxy prometheus)
+      python3-venv chromium haproxy prometheus libhiredis-dev libxxhash-dev redis-server)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -248,6 +248,12 @@ class Backend {
                           int64_t d, float* out /*[n, d]*/) = 0;
   virtual Status kv_write(const KvWriteArgs& a, const KvCacheLayer& cache) = 0;
   virtual Status paged_attention(const PagedAttentionArgs& a, const KvCacheLayer& cache) = 0;
+  // The shared KV tier: block `block` of every cache in `layers` (one shape and dtype) copied
+  // to or from host memory laid out as [layers.size(), 2 (K, V), block_size, num_kv_heads,
+  // head_dim] elements of the cache's dtype (kv_block_host_bytes()). Synchronous: the host
+  // memory may be reused when the call returns.
+  virtual Status kv_block_read(std::span<const KvCacheLayer> layers, int64_t block, void* host) = 0;
+  virtual Status kv_block_write(std::span<const KvCacheLayer> layers, int64_t block, const void* host) = 0;
   // The step's attention plan (see AttentionStepPlan); backends that never split return
   // {1, 0, 1}.
   virtual AttentionStepPlan plan_attention(const AttentionPlanQuery& q, const KvCacheLayer& cache) const {
@@ -326,6 +332,24 @@ class Backend {
  private:
   std::unique_ptr<OpTimer> op_timer_;
 };
+
+// Bytes of one block of one layer's K (or V), after checking that every layer has the first's
+// shape and dtype and holds `block`; the host side of kv_block_read/kv_block_write holds
+// 2 * layers.size() of them.
+inline StatusOr<size_t> kv_block_host_bytes(std::span<const KvCacheLayer> layers, int64_t block) {
+  if (layers.empty()) return InvalidArgument("kv block copy: no layers");
+  const KvCacheLayer& f = layers[0];
+  for (const KvCacheLayer& l : layers)
+    if (l.dtype != f.dtype || l.num_blocks != f.num_blocks || l.block_size != f.block_size ||
+        l.num_kv_heads != f.num_kv_heads || l.head_dim != f.head_dim || !l.k || !l.v)
+      return InvalidArgument("kv block copy: the layers differ in shape or dtype");
+  if (block < 0 || block >= f.num_blocks)
+    return OutOfRange("kv block copy: block " + std::to_string(block) + " outside [0, " +
+                      std::to_string(f.num_blocks) + ")");
+  const size_t elem = f.dtype == DType::kF32 ? 4 : f.dtype == DType::kBF16 ? 2 : f.dtype == DType::kF8E4M3 ? 1 : 0;
+  if (elem == 0) return InvalidArgument(std::string("kv block copy: cache dtype ") + dtype_name(f.dtype));
+  return static_cast<size_t>(f.block_size * f.num_kv_heads * f.head_dim) * elem;
+}
 
 // The fused ops' and alloc_host's defaults, inline so that every backend library has them
 // without linking the factory library.

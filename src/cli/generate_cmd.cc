@@ -207,6 +207,10 @@ int cmd_generate(int argc, char** argv) {
     j["finish_reason"] = finish_reason_name(reason);
     j["timings"] = {{"prompt_tokens", req.prompt.size()}, {"generated_tokens", out.size()},
                     {"ttft_s", ttft}, {"prompt_tok_per_s", prompt_tps}, {"decode_tok_per_s", decode_tps}};
+    if (const KvTierStats kt = r.async_engine().stats().kv_offload; kt.enabled)
+      j["kv_offload"] = {{"queried_blocks", kt.queried_blocks}, {"hit_blocks", kt.hit_blocks},
+                         {"fetched_bytes", kt.fetched_bytes}, {"corrupt_entries", kt.corrupt_entries},
+                         {"errors", kt.errors}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     if (!r.tokenizer()) {

@@ -36,6 +36,18 @@ void add_runtime_flags(CLI::App& app, RuntimeConfig* c) {
       ->capture_default_str();
   app.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", c->enable_prefix_caching,
                "reuse KV blocks of shared prompt prefixes (default on)");
+  app.add_option("--kv-offload", c->kv_offload.url,
+                 "share full KV blocks with other replicas through Redis: redis://HOST:PORT[/DB] or "
+                 "unix:///PATH[?db=DB] (docs/KV_OFFLOAD.md)");
+  app.add_option("--kv-offload-max-bytes", c->kv_offload.max_bytes,
+                 "set the Redis server's maxmemory to this and its policy to allkeys-lru (0 = leave the server's)")
+      ->capture_default_str();
+  app.add_option("--kv-offload-timeout-ms", c->kv_offload.timeout_ms,
+                 "Redis connect/command timeout, and the most one admission spends fetching blocks")
+      ->capture_default_str();
+  app.add_option("--kv-offload-queue-bytes", c->kv_offload.queue_bytes,
+                 "blocks waiting to be written to Redis, at most (more are dropped)")
+      ->capture_default_str();
   app.add_option("--chat-template", c->chat_template, "chat template file or text (default: the model's)");
   app.add_option("--kv-cache-dtype", c->kv_cache_dtype, "auto, float32, bfloat16 or fp8 (fp8_e4m3: E4M3 with per-layer K/V scales from the checkpoint, else calibrated at start)")->capture_default_str();
   app.add_option("--quantization", c->quantization,

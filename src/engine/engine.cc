@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "core/logging.h"
+#include "engine/kv_tier_loader.h"
 #include "engine/request_checks.h"
 
 namespace lancet {
@@ -50,6 +51,18 @@ Engine::Engine(const EngineConfig& config, ModelExecutor* model, ModelExecutor* 
 }
 
 Engine::~Engine() = default;
+
+void Engine::set_kv_tier(KvTier* tier) {
+  kv_tier_ = tier;
+  if (!tier) {
+    kv_->set_block_listener(nullptr);
+    scheduler_->set_prefix_extension(nullptr);
+    return;
+  }
+  kv_->set_block_listener([tier](BlockId b, const BlockHash& key) { tier->store(b, key); });
+  scheduler_->set_prefix_extension(
+      [this](const Sequence& s) { return load_prefix_from_tier(*kv_tier_, *model_, *kv_, s.id, s.tokens); });
+}
 
 StatusOr<int64_t> Engine::add_request(const GenerationRequest& req) {
   if (req.prompt.empty()) return InvalidArgument("the prompt is empty");
@@ -444,6 +457,7 @@ EngineStats Engine::stats() const {
   s.block_size = kv_->block_size();
   s.kv_dtype = config_.kv_dtype;
   s.enable_prefix_caching = config_.enable_prefix_caching;
+  if (kv_tier_) s.kv_offload = kv_tier_->stats();
   if (spec_) {
     const SpecStats ss = spec_->stats();
     s.spec_enabled = true;

@@ -23,6 +23,7 @@
 #include "runner/model_executor.h"
 #include "runner/model_runner.h"
 #include "runner/sampler.h"
+#include "engine/kv_tier.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 #include "engine/speculative.h"
@@ -129,6 +130,8 @@ struct EngineStats {
   int32_t spec_current_k = 0;
   double spec_acceptance_estimate = 0;
   int64_t spec_errors = 0;  // draft-model failures (those steps ran without drafts)
+  // The shared prefix-KV tier (--kv-offload; enabled false without one).
+  KvTierStats kv_offload;
 };
 
 class Engine {
@@ -153,6 +156,10 @@ class Engine {
   // thread that calls step().
   void finish_sequences(std::span<const SequenceKey> seqs);
   EngineStats stats() const;
+  // The shared prefix-KV tier (not owned; outlives the engine): computed blocks are stored
+  // in it, and admission loads the blocks after a local prefix-cache miss from it. Set before
+  // the first step; needs prefix caching.
+  void set_kv_tier(KvTier* tier);
   const EngineConfig& config() const { return config_; }
   const Status& last_error() const { return last_error_; }
 
@@ -191,6 +198,7 @@ class Engine {
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<Scheduler> scheduler_;
   StepCostModel step_cost_;  // with max_step_ms: fitted to the target's passes, times the steps
+  KvTier* kv_tier_ = nullptr;
   std::unique_ptr<Speculator> spec_;  // null when speculative decoding is off
   std::map<SeqId, std::unique_ptr<Sequence>> seqs_;
   std::map<int64_t, std::vector<SeqId>> requests_;

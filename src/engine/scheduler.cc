@@ -176,8 +176,10 @@ void Scheduler::admit_waiting(SchedulerOutput* out_ptr, Allowance* left) {
   while (!waiting_.empty() && left->budget > 0 && static_cast<int64_t>(running_.size()) < config_.max_num_seqs) {
     Sequence* seq = waiting_.front();
     const bool matched_now = seq->num_computed == 0;
+    int64_t local_hits = 0;
     if (matched_now && !seq->scores_prompt()) {
-      seq->num_cached_prompt = kv_->match_prefix(seq->id, seq->tokens);
+      local_hits = seq->num_cached_prompt = kv_->match_prefix(seq->id, seq->tokens);
+      if (extend_prefix_) seq->num_cached_prompt += extend_prefix_(*seq);
       seq->num_computed = seq->num_cached_prompt;
     }
     const int64_t want = seq->num_tokens() - seq->num_computed;
@@ -189,7 +191,7 @@ void Scheduler::admit_waiting(SchedulerOutput* out_ptr, Allowance* left) {
     }
     // Counted once admitted (a failed allocation retries the match next step), and for new
     // requests only, as vLLM does: a preempted one recomputes its own earlier blocks.
-    if (matched_now && seq->num_preemptions == 0) kv_->count_prefix_query(seq->num_tokens(), seq->num_cached_prompt);
+    if (matched_now && seq->num_preemptions == 0) kv_->count_prefix_query(seq->num_tokens(), local_hits);
     waiting_.pop_front();
     seq->status = SeqStatus::kRunning;
     running_.push_back(seq);

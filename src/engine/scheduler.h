@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -100,6 +101,11 @@ class Scheduler {
   const SchedulerConfig& config() const { return config_; }
   // The model that max_step_ms predicts step times with (not owned; null: token budget only).
   void set_cost_model(const StepCostModel* model) { cost_ = model; }
+  // At admission, after the local prefix-cache lookup: more cached tokens from elsewhere (the
+  // shared KV tier, engine/kv_tier_loader.h), already in the sequence's block table. Counted
+  // as cached, but not as prefix-cache hits (the tier counts its own).
+  using PrefixExtension = std::function<int64_t(const Sequence&)>;
+  void set_prefix_extension(PrefixExtension f) { extend_prefix_ = std::move(f); }
   // Queues a sequence (status waiting). The scheduler does not own it.
   void add(Sequence* seq);
   // Removes a sequence wherever it is and frees its blocks (abort or finish).
@@ -149,6 +155,7 @@ class Scheduler {
   SchedulerConfig config_;
   KvCacheManager* kv_;
   std::unique_ptr<SchedulingPolicy> policy_;
+  PrefixExtension extend_prefix_;
   const StepCostModel* cost_ = nullptr;
   std::deque<Sequence*> waiting_;  // kept sorted by the policy
   std::vector<Sequence*> running_;  // in admission order

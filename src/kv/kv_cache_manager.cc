@@ -56,6 +56,14 @@ bool KvCacheManager::allocate(SeqId seq, int64_t total_tokens) {
 }
 
 void KvCacheManager::commit(SeqId seq, std::span<const int32_t> tokens, int64_t num_computed) {
+  commit_blocks(seq, tokens, num_computed, /*notify=*/true);
+}
+
+void KvCacheManager::commit_loaded(SeqId seq, std::span<const int32_t> tokens, int64_t num_tokens) {
+  commit_blocks(seq, tokens, num_tokens, /*notify=*/false);
+}
+
+void KvCacheManager::commit_blocks(SeqId seq, std::span<const int32_t> tokens, int64_t num_computed, bool notify) {
   if (!pool_.prefix_caching()) return;
   auto it = seqs_.find(seq);
   if (it == seqs_.end()) return;
@@ -66,9 +74,31 @@ void KvCacheManager::commit(SeqId seq, std::span<const int32_t> tokens, int64_t 
     const int64_t i = static_cast<int64_t>(s.keys.size());
     const BlockHash& parent = i == 0 ? config_.salt : s.keys.back();
     BlockHash key = chain_block_hash(parent, tokens.subspan(i * bs, bs));
-    pool_.set_hash(s.blocks[i], key);
+    const BlockId b = s.blocks[i];
+    const bool was_indexed = pool_.has_hash(b);
+    pool_.set_hash(b, key);
+    // Only a block that now holds its key canonically is new KV (an identical block already
+    // indexed elsewhere was published when it was computed).
+    if (notify && listener_ && !was_indexed && pool_.has_hash(b)) listener_(b, key);
     s.keys.push_back(key);
   }
+}
+
+std::vector<BlockHash> KvCacheManager::missing_block_keys(SeqId seq, std::span<const int32_t> tokens) const {
+  std::vector<BlockHash> out;
+  if (!pool_.prefix_caching() || tokens.empty()) return out;
+  auto it = seqs_.find(seq);
+  const std::vector<BlockHash> none;
+  const std::vector<BlockHash>& held = it == seqs_.end() ? none : it->second.keys;
+  if (it != seqs_.end() && it->second.blocks.size() != held.size()) return out;  // a table past its keys
+  const int64_t bs = config_.block_size;
+  const int64_t max_blocks = (static_cast<int64_t>(tokens.size()) - 1) / bs;
+  BlockHash parent = held.empty() ? config_.salt : held.back();
+  for (int64_t i = static_cast<int64_t>(held.size()); i < max_blocks; ++i) {
+    parent = chain_block_hash(parent, tokens.subspan(i * bs, bs));
+    out.push_back(parent);
+  }
+  return out;
 }
 
 void KvCacheManager::truncate(SeqId seq, int64_t total_tokens) {

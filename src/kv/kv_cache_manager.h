@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -47,6 +48,17 @@ class KvCacheManager {
   // After a step has written KV for tokens [0, num_computed), registers the keys of blocks
   // that became full. `tokens` holds at least num_computed ids.
   void commit(SeqId seq, std::span<const int32_t> tokens, int64_t num_computed);
+
+  // The shared KV tier (kv_tier/): called by commit() for each block whose key it indexes
+  // for the first time (its KV was just computed), so the block can be copied out.
+  using BlockListener = std::function<void(BlockId, const BlockHash&)>;
+  void set_block_listener(BlockListener listener) { listener_ = std::move(listener); }
+  // Admission after match_prefix: the keys of the full blocks after the sequence's table,
+  // within the same cap (the last token is left to compute).
+  std::vector<BlockHash> missing_block_keys(SeqId seq, std::span<const int32_t> tokens) const;
+  // Blocks whose KV was loaded from elsewhere (the tier) into the table's blocks up to
+  // `num_tokens`: registers their keys like commit() but without calling the listener.
+  void commit_loaded(SeqId seq, std::span<const int32_t> tokens, int64_t num_tokens);
   // Shrinks the sequence's table to the blocks that cover `total_tokens` (speculative decoding
   // rolls back rejected drafts: blocks that only held them go back to the pool). Blocks whose
   // keys were registered are kept (they hold computed tokens).
@@ -73,7 +85,10 @@ class KvCacheManager {
     std::vector<BlockHash> keys;  // keys of the first keys.size() blocks (all full)
   };
   BlockManagerConfig config_;
+  void commit_blocks(SeqId seq, std::span<const int32_t> tokens, int64_t num_computed, bool notify);
+
   BlockPool pool_;
+  BlockListener listener_;
   std::unordered_map<SeqId, SeqState> seqs_;
   int64_t prefix_query_tokens_ = 0;
   int64_t prefix_hit_tokens_ = 0;

@@ -50,6 +50,10 @@ class LlamaExecutor : public ModelExecutor {
   int64_t hidden_size() const override { return model_.config().hidden_size; }
   Status execute_hidden(std::span<const SeqStepInput> batch, std::vector<float>* logits,
                         std::vector<float>* hidden) override;
+  // One block of every rank's KV buffers (llama_executor_kv_io.cc).
+  KvBlockLayout kv_block_layout() const override;
+  Status read_kv_block(BlockId block, std::span<uint8_t> out) override;
+  Status write_kv_block(BlockId block, std::span<const uint8_t> in) override;
 
   // FP8 caches: the per-layer K and V scales, set on every rank's buffers.
   Status set_kv_scales(const std::vector<float>& k_scales, const std::vector<float>& v_scales);

@@ -13,6 +13,7 @@
 #include "backend/backend.h"
 #include "core/status.h"
 #include "kv/block_pool.h"
+#include "kv/kv_block_layout.h"
 
 namespace lancet {
 
@@ -73,6 +74,21 @@ class ModelExecutor {
     (void)tokens;
     (void)host_logits;
     return Unimplemented("this model executor has no device sampling");
+  }
+
+  // The shared KV tier (kv_tier/): what one block's bytes hold, and copies of a block between
+  // the KV cache and host memory of layout.payload_bytes() bytes. Executors without a paged
+  // cache of their own return a layout of 0 bytes.
+  virtual KvBlockLayout kv_block_layout() const { return {}; }
+  virtual Status read_kv_block(BlockId block, std::span<uint8_t> out) {
+    (void)block;
+    (void)out;
+    return Unimplemented("this model executor cannot copy KV blocks");
+  }
+  virtual Status write_kv_block(BlockId block, std::span<const uint8_t> in) {
+    (void)block;
+    (void)in;
+    return Unimplemented("this model executor cannot copy KV blocks");
   }
 };
 

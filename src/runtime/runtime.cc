@@ -8,6 +8,7 @@
 
 #include "core/logging.h"
 #include "io/text_file.h"
+#include "kv_tier/kv_entry_codec.h"
 #include "tokenizer/model_tokenizer.h"
 
 namespace fs = std::filesystem;
@@ -49,6 +50,9 @@ Status RuntimeConfig::validate() const {
         "speculative config: force_acceptance_rate changes the output and is for `lancet bench` only");
   if (tensor_parallel_size < 1 || tensor_parallel_size > 64)
     return InvalidArgument("--tensor-parallel-size must be in [1, 64]");
+  RETURN_IF_ERROR(kv_offload.validate());
+  if (!kv_offload.url.empty() && !enable_prefix_caching)
+    return InvalidArgument("--kv-offload shares prefix-cache blocks: it needs prefix caching (drop --no-enable-prefix-caching)");
   return OkStatus();
 }
 
@@ -60,6 +64,22 @@ Runtime::~Runtime() {
 }
 
 StepProfile Runtime::take_step_profile() { return impl_->executor->take_step_profile(); }
+
+RedisKvTier* Runtime::kv_offload() const { return impl_ ? impl_->kv_tier.get() : nullptr; }
+
+std::vector<std::string> Runtime::kv_offload_keys(std::span<const int32_t> tokens) const {
+  std::vector<std::string> keys;
+  if (!kv_offload()) return keys;
+  // The engine's prefix-cache keys: the same salt (Engine's constructor) and chain.
+  const EngineConfig ec = engine_config();
+  BlockHash key = kv_cache_salt(ec.model_id, ec.kv_dtype, "");
+  const size_t bs = static_cast<size_t>(config_.block_size);
+  for (size_t at = 0; at + bs <= tokens.size(); at += bs) {
+    key = chain_block_hash(key, tokens.subspan(at, bs));
+    keys.push_back(kv_entry_key(impl_->kv_tier->layout(), key));
+  }
+  return keys;
+}
 
 StatusOr<std::vector<int32_t>> Runtime::encode_prompt(const std::string& text, bool parse_special) const {
   if (!tokenizer_) return InvalidArgument("this model has no tokenizer: send token ids instead of text");

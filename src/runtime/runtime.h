@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "engine/async_engine.h"
 #include "engine/engine.h"
 #include "io/model_source.h"
+#include "kv_tier/redis_kv_tier.h"
 #include "output/output_processor.h"
 #include "runner/kv_calibration.h"
 #include "runner/llama_executor.h"
@@ -72,6 +74,8 @@ struct RuntimeConfig {
   // GPUs (or, with the cpu backend, simulated ranks) the model is split over: Megatron-style
   // tensor parallelism, one thread driving every rank (model/llama_model.h). 1 = no split.
   int tensor_parallel_size = 1;
+  // The shared prefix-KV tier in Redis (--kv-offload; kv_tier/redis_kv_tier.h); url "" = off.
+  KvOffloadConfig kv_offload;
 
   Status validate() const;
 };
@@ -129,6 +133,12 @@ class Runtime {
   // With profile_ops: the target's op times by kind since the last call, and starts over
   // (zero without profile_ops). Any thread.
   StepProfile take_step_profile();
+
+  // The shared prefix-KV tier, null without --kv-offload.
+  RedisKvTier* kv_offload() const;
+  // The tier's keys of the full blocks of `tokens`, in order (empty without --kv-offload):
+  // for tools that inspect or drop a prompt's entries.
+  std::vector<std::string> kv_offload_keys(std::span<const int32_t> tokens) const;
 
  private:
   Runtime() = default;

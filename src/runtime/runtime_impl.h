@@ -24,6 +24,7 @@ struct Runtime::Impl {
   std::string bos_text, eos_text;
   DType kv_dtype = DType::kF32;
   SpeculativeConfig spec;
+  std::unique_ptr<RedisKvTier> kv_tier;            // --kv-offload; last: stops before the executor goes
 };
 
 }  // namespace lancet

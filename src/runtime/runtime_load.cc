@@ -224,6 +224,10 @@ Status Runtime::assemble(int64_t num_blocks) {
     memory_.draft_kv_bytes = (num_blocks + extra) * im.draft->kv_block_bytes(config.block_size, im.kv_dtype);
   }
   engine_ = std::make_unique<Engine>(ec, im.executor.get(), im.draft ? im.draft->executor.get() : nullptr);
+  if (!config.kv_offload.url.empty()) {
+    ASSIGN_OR_RETURN(im.kv_tier, RedisKvTier::create(config.kv_offload, im.executor.get()));
+    engine_->set_kv_tier(im.kv_tier.get());
+  }
   output_ = std::make_unique<OutputProcessor>(tokenizer_.get());
   async_ = std::make_unique<AsyncEngine>(engine_.get(), output_.get());
   return OkStatus();

@@ -154,6 +154,23 @@ std::string Metrics::render(const std::string& model_name, const EngineStats& st
   counter("lancet:engine_step_seconds_total", "Wall seconds in engine steps.", st.step_seconds);
   counter("lancet:engine_model_seconds_total", "Wall seconds of engine steps spent in model passes (target and draft).",
           st.model_seconds);
+  // The shared prefix-KV tier (--kv-offload), in blocks; zero without it.
+  const KvTierStats& kt = st.kv_offload;
+  counter("lancet:kv_offload_queries_total", "KV-offload tier blocks looked up.", static_cast<double>(kt.queried_blocks));
+  counter("lancet:kv_offload_hits_total", "KV-offload tier blocks loaded instead of computed.",
+          static_cast<double>(kt.hit_blocks));
+  counter("lancet:kv_offload_fetched_bytes_total", "Bytes of KV-offload entries loaded.",
+          static_cast<double>(kt.fetched_bytes));
+  counter("lancet:kv_offload_stored_total", "Blocks written to the KV-offload tier.", static_cast<double>(kt.stored_blocks));
+  counter("lancet:kv_offload_stored_bytes_total", "Bytes written to the KV-offload tier.",
+          static_cast<double>(kt.stored_bytes));
+  counter("lancet:kv_offload_store_drops_total", "Blocks not written (queue full or tier unreachable).",
+          static_cast<double>(kt.store_drops));
+  counter("lancet:kv_offload_corrupt_total", "KV-offload entries that failed their checks (ignored, deleted).",
+          static_cast<double>(kt.corrupt_entries));
+  counter("lancet:kv_offload_errors_total", "Failed KV-offload connections and commands.", static_cast<double>(kt.errors));
+  gauge("lancet:kv_offload_connected", "1 when the KV-offload tier is reachable (0 when down or off).",
+        kt.connected ? 1.0 : 0.0);
   if (st.spec_enabled) {
     // Speculative decoding, with vLLM's counter names; the acceptance rate is accepted / drafted.
     counter("vllm:spec_decode_num_drafts_total", "Verifications of a sequence's draft tokens.",

@@ -302,6 +302,12 @@ class SamplingCpuBackend : public Backend {
     return cpu_->silu_mul(g, u, n, d, out);
   }
   Status kv_write(const KvWriteArgs& a, const KvCacheLayer& c) override { return cpu_->kv_write(a, c); }
+  Status kv_block_read(std::span<const KvCacheLayer> l, int64_t b, void* h) override {
+    return cpu_->kv_block_read(l, b, h);
+  }
+  Status kv_block_write(std::span<const KvCacheLayer> l, int64_t b, const void* h) override {
+    return cpu_->kv_block_write(l, b, h);
+  }
   Status paged_attention(const PagedAttentionArgs& a, const KvCacheLayer& c) override {
     return cpu_->paged_attention(a, c);
   }

@@ -478,5 +478,28 @@ TEST(Metrics, PrometheusExposition) {
   EXPECT_NE(text.find("vllm:time_per_output_token_seconds_sum{model_name=\"smol\"} 0.025"), std::string::npos);
 }
 
+TEST(Metrics, KvOffloadCountersInBlocks) {
+  Metrics m;
+  EngineStats st;
+  st.kv_offload.enabled = true;
+  st.kv_offload.connected = true;
+  st.kv_offload.queried_blocks = 130;
+  st.kv_offload.hit_blocks = 124;
+  st.kv_offload.stored_blocks = 126;
+  st.kv_offload.store_drops = 3;
+  st.kv_offload.corrupt_entries = 1;
+  const std::string text = m.render("smol", st, 0);
+  EXPECT_NE(text.find("# TYPE lancet:kv_offload_hits_total counter\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("lancet:kv_offload_hits_total{model_name=\"smol\"} 124\n"), std::string::npos);
+  EXPECT_NE(text.find("lancet:kv_offload_queries_total{model_name=\"smol\"} 130\n"), std::string::npos);
+  EXPECT_NE(text.find("lancet:kv_offload_stored_total{model_name=\"smol\"} 126\n"), std::string::npos);
+  EXPECT_NE(text.find("lancet:kv_offload_store_drops_total{model_name=\"smol\"} 3\n"), std::string::npos);
+  EXPECT_NE(text.find("lancet:kv_offload_corrupt_total{model_name=\"smol\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("lancet:kv_offload_connected{model_name=\"smol\"} 1\n"), std::string::npos);
+  // Without the tier the series exist at zero, so rules over them always have an input.
+  const std::string off = m.render("smol", EngineStats{}, 0);
+  EXPECT_NE(off.find("lancet:kv_offload_queries_total{model_name=\"smol\"} 0\n"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace lancet::server

@@ -55,6 +55,31 @@ inline uint8_t encode_e4m3(float f) {
 }
 }  // namespace
 
+// The KV tier's block copies: each layer's block of K and of V is contiguous.
+Status CpuBackend::kv_block_read(std::span<const KvCacheLayer> layers, int64_t block, void* host) {
+  ASSIGN_OR_RETURN(const size_t bytes, kv_block_host_bytes(layers, block));
+  auto* dst = static_cast<uint8_t*>(host);
+  const size_t offset = static_cast<size_t>(block) * bytes;
+  for (const KvCacheLayer& l : layers) {
+    std::memcpy(dst, static_cast<const uint8_t*>(l.k) + offset, bytes);
+    std::memcpy(dst + bytes, static_cast<const uint8_t*>(l.v) + offset, bytes);
+    dst += 2 * bytes;
+  }
+  return OkStatus();
+}
+
+Status CpuBackend::kv_block_write(std::span<const KvCacheLayer> layers, int64_t block, const void* host) {
+  ASSIGN_OR_RETURN(const size_t bytes, kv_block_host_bytes(layers, block));
+  const auto* src = static_cast<const uint8_t*>(host);
+  const size_t offset = static_cast<size_t>(block) * bytes;
+  for (const KvCacheLayer& l : layers) {
+    std::memcpy(static_cast<uint8_t*>(l.k) + offset, src, bytes);
+    std::memcpy(static_cast<uint8_t*>(l.v) + offset, src + bytes, bytes);
+    src += 2 * bytes;
+  }
+  return OkStatus();
+}
+
 Status CpuBackend::kv_write(const KvWriteArgs& a, const KvCacheLayer& c) {
   const OpScope timed(op_timer(), OpKind::kKvWrite);
   RETURN_IF_ERROR(check_cache(c));

@@ -39,6 +39,8 @@ class CpuBackend final : public Backend {
   Status silu_mul(const float* gate, const float* up, int64_t n, int64_t d, float* out) override;
   Status kv_write(const KvWriteArgs& a, const KvCacheLayer& cache) override;
   Status paged_attention(const PagedAttentionArgs& a, const KvCacheLayer& cache) override;
+  Status kv_block_read(std::span<const KvCacheLayer> layers, int64_t block, void* host) override;
+  Status kv_block_write(std::span<const KvCacheLayer> layers, int64_t block, const void* host) override;
   // kE4m3Query emulates the GPU's E4M3 query on prompt-chunk steps over fp8 caches (the same
   // per-row rounding), so `lancet eval-precision` measures what that path costs.
   void set_fp8_attention_math(Fp8AttentionMath m) override { fp8_attention_ = m; }

@@ -94,6 +94,8 @@ class CudaBackend final : public Backend {
   Status rope_kv_write(const RopeArgs& r, const KvWriteArgs& w, const KvCacheLayer& cache) override;
   static constexpr int64_t kRopeKvFusedMaxTokens = 256;
   Status paged_attention(const PagedAttentionArgs& a, const KvCacheLayer& cache) override;
+  Status kv_block_read(std::span<const KvCacheLayer> layers, int64_t block, void* host) override;
+  Status kv_block_write(std::span<const KvCacheLayer> layers, int64_t block, const void* host) override;
   AttentionStepPlan plan_attention(const AttentionPlanQuery& q, const KvCacheLayer& cache) const override;
   Status gather_rows(const float* x, int64_t n, int64_t d, const int32_t* rows, int64_t r,
                      float* out) override;
