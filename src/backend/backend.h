@@ -306,6 +306,34 @@ class Backend {
     (void)tokens_host;
     return Unimplemented(std::string(name()) + " backend has no device sampling");
   }
+  // As sample_rows, but the tokens stay in backend memory and nothing is waited for: the draw
+  // is queued behind the work already enqueued (asynchronous scheduling keeps a step's tokens
+  // on the device to feed the next step's inputs). Backends without device sampling say so.
+  virtual Status sample_rows_async(const float* logits /*[rows, vocab]*/, int64_t rows, int64_t vocab,
+                                   std::span<const DeviceSampleRow> params /*[n] host*/, int32_t* tokens /*[n]*/) {
+    (void)logits;
+    (void)rows;
+    (void)vocab;
+    (void)params;
+    (void)tokens;
+    return Unimplemented(std::string(name()) + " backend has no device sampling");
+  }
+  // token_ids[pairs[i][0]] = samples[pairs[i][1]] for i < n, queued behind the enqueued work:
+  // a step's input tokens taken from the previous step's sampled tokens without the host
+  // seeing them. The indices were checked by the caller.
+  virtual Status scatter_tokens(int32_t* token_ids /*[tokens]*/, const int32_t* samples /*[samples]*/,
+                                const int32_t* pairs /*[n, 2] (token index, sample index)*/, int64_t n) = 0;
+  // A device-to-host copy of the work enqueued so far that does not hold up the backend's
+  // queue (CUDA: on a copy stream of its own, after an event); wait() returns once dst holds
+  // the data. dst must stay valid until then (pinned host memory from alloc_host on CUDA).
+  // Default: a synchronous copy_to_host (the CPU, where memory is the host's).
+  class PendingCopy {
+   public:
+    virtual ~PendingCopy() = default;
+    virtual Status wait() = 0;
+  };
+  virtual StatusOr<std::unique_ptr<PendingCopy>> copy_to_host_async(void* dst /*[nbytes] host*/, const void* src,
+                                                                     size_t nbytes);
   // Host memory the backend copies from fastest (pinned on CUDA; plain memory on CPU).
   virtual StatusOr<Buffer> alloc_host(size_t nbytes);
   // Free and total bytes of device memory; false where memory is the host's (CPU).
@@ -386,6 +414,16 @@ inline Status Backend::set_op_timing(bool on) {
 inline Status Backend::take_op_times(OpTimes* acc) {
   if (!op_timer_) return FailedPrecondition(std::string(name()) + " backend: op timing is off");
   return op_timer_->take(acc);
+}
+
+inline StatusOr<std::unique_ptr<Backend::PendingCopy>> Backend::copy_to_host_async(void* dst, const void* src,
+                                                                                   size_t nbytes) {
+  // Done when it returns: wait() has nothing left to wait for.
+  struct Done final : PendingCopy {
+    Status wait() override { return OkStatus(); }
+  };
+  RETURN_IF_ERROR(copy_to_host(dst, src, nbytes));
+  return std::unique_ptr<PendingCopy>(new Done());
 }
 
 inline StatusOr<Buffer> Backend::alloc_host(size_t nbytes) {

@@ -48,6 +48,7 @@ Engine::Engine(const EngineConfig& config, ModelExecutor* model, ModelExecutor* 
     }
     spec_ = std::make_unique<Speculator>(config.speculative, draft, so);
   }
+  async_ = config.async_scheduling && !spec_;
 }
 
 Engine::~Engine() = default;
@@ -83,6 +84,7 @@ StatusOr<int64_t> Engine::add_request(const GenerationRequest& req) {
   std::uniform_int_distribution<uint64_t> dist;
   std::mt19937_64 gen(seed_source_());
   const uint64_t base_seed = req.params.seed ? *req.params.seed : gen();
+  const bool host_steps = needs_host_steps(req);
   auto& ids = requests_[rid];
   for (int32_t i = 0; i < req.params.n; ++i) {
     auto seq = std::make_unique<Sequence>();
@@ -97,6 +99,8 @@ StatusOr<int64_t> Engine::add_request(const GenerationRequest& req) {
     seq->params = req.params;
     if (req.params.constraint) seq->constraint = req.params.constraint->clone();
     seq->seed = base_seed + static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull;
+    seq->host_steps = host_steps;
+    num_host_seqs_ += host_steps ? 1 : 0;
     ids.push_back(seq->id);
     // Choices after the first wait until the first has computed the prompt, then find its
     // full blocks in the prefix cache instead of computing them again.
@@ -113,7 +117,7 @@ void Engine::abort(int64_t request_id) {
 }
 
 bool Engine::has_work() const {
-  if (!scheduler_->idle()) return true;
+  if (!scheduler_->idle() || inflight_) return true;
   std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(abort_mu_));
   return !pending_aborts_.empty();
 }
@@ -133,6 +137,7 @@ void Engine::finish(Sequence* seq, FinishReason reason, std::vector<TokenEvent>*
   seq->status = SeqStatus::kFinished;
   seq->finish = reason;
   scheduler_->remove(seq);
+  num_host_seqs_ -= seq->host_steps ? 1 : 0;
   if (spec_) spec_->release(seq->id);
   if (emit) {
     TokenEvent ev;
@@ -241,20 +246,20 @@ FinishReason Engine::emit_token(Sequence* seq, SampleResult r, std::vector<Token
   return reason;
 }
 
-// Wall time of a scope, added to *total on exit.
-struct Engine::Timer {
-  double* total;
-  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
-  double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
-  ~Timer() { *total += seconds(); }
-};
-
 StatusOr<std::vector<TokenEvent>> Engine::step() {
   // Wall time of the whole step and of the model passes in it (target and draft): the rest is
   // the engine's host work (EngineStats: step_seconds - model_seconds).
   const Timer step_timer{&counters_.step_seconds};
   std::vector<TokenEvent> events;
   apply_aborts(&events);
+  if (async_) {
+    if (num_host_seqs_ == 0) {
+      step_async(&events);
+      return events;
+    }
+    // A synchronous step needs every token on the host: the in-flight step first.
+    if (inflight_) (void)collect_inflight(&events);
+  }
   if (spec_) {
     const Timer draft_timer{&counters_.model_seconds};
     Status st = spec_->propose(scheduler_->running(), config_.eos_token_ids);
@@ -348,8 +353,10 @@ void Engine::keep_prompt_logprobs(std::span<const RunnerSeq> batch, const Schedu
 }
 
 std::vector<RunnerSeq> Engine::runner_batch(const SchedulerOutput& out, std::vector<std::vector<int32_t>>* spec_inputs,
-                                            std::vector<std::vector<int32_t>>* prompt_offsets) {
+                                            std::vector<std::vector<int32_t>>* prompt_offsets,
+                                            std::vector<TokenFeed>* feeds) {
   std::vector<RunnerSeq> batch(out.scheduled.size());
+  int64_t flat = 0;  // the step's new tokens before sequence i
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     const ScheduledSeq& s = out.scheduled[i];
     Sequence* seq = s.seq;
@@ -366,8 +373,20 @@ std::vector<RunnerSeq> Engine::runner_batch(const SchedulerOutput& out, std::vec
       in.num_logits = static_cast<int32_t>(t.size());
       r.verify = true;
     } else {
-      in.tokens = std::span<const int32_t>(seq->tokens).subspan(seq->num_computed, s.num_new_tokens);
-      in.need_logits = seq->num_computed + s.num_new_tokens == seq->num_tokens();
+      const int64_t end = seq->num_computed + s.num_new_tokens;
+      if (end > seq->num_tokens() && feeds) {
+        // The last new token is in flight (only the last can be: at most one per sequence
+        // when it is scheduled): a placeholder the device overwrites with the previous step's
+        // draw.
+        std::vector<int32_t>& t = (*spec_inputs)[i];
+        t.assign(seq->tokens.begin() + seq->num_computed, seq->tokens.end());
+        t.push_back(0);
+        in.tokens = t;
+        feeds->push_back({static_cast<int32_t>(flat + s.num_new_tokens - 1), seq->inflight_sample});
+      } else {
+        in.tokens = std::span<const int32_t>(seq->tokens).subspan(seq->num_computed, s.num_new_tokens);
+      }
+      in.need_logits = end == seq->num_tokens_with_inflight();
       r.embed = seq->embed;
       in.want_hidden = seq->embed && in.need_logits;
       if (seq->scores_prompt()) add_prompt_rows(*seq, &r, &(*prompt_offsets)[i]);
@@ -377,12 +396,14 @@ std::vector<RunnerSeq> Engine::runner_batch(const SchedulerOutput& out, std::vec
     r.ctx.output_tokens = std::span<const int32_t>(seq->tokens).subspan(seq->prompt_len);
     r.ctx.eos_token_ids = config_.eos_token_ids;
     r.ctx.seed = seq->seed;
+    r.ctx.pending_outputs = seq->num_inflight;
     if (seq->constraint && !r.verify && r.samples()) {
       constrain_row(seq);
       r.ctx.allowed_tokens = seq->allowed_tokens;
     }
     if (seq->num_computed < seq->prompt_len)
       counters_.prompt_tokens_computed += std::min(s.num_new_tokens, seq->prompt_len - seq->num_computed);
+    flat += static_cast<int64_t>(in.tokens.size());
   }
   return batch;
 }

@@ -24,6 +24,7 @@
 #include "runner/model_runner.h"
 #include "runner/sampler.h"
 #include "engine/kv_tier.h"
+#include "engine/inflight_step.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 #include "engine/speculative.h"
@@ -40,6 +41,12 @@ struct EngineConfig {
   SpeculativeConfig speculative;       // off unless enabled (method draft needs a draft executor)
   BlockManagerConfig draft_kv;         // the draft model's block manager (num_blocks, block_size)
   double draft_cost_ratio = 1.0;       // draft / target weights: the draft's cost before it is measured
+  // Asynchronous scheduling (engine/engine_async.cc): step N+1 is scheduled and launched
+  // before step N's tokens reach the host; they feed N+1's inputs on the device, and the host
+  // appends them, checks stops and emits their events one step later. Steps run
+  // synchronously while a sequence needs the host every step (see needs_host_steps), and
+  // always with speculative decoding.
+  bool async_scheduling = false;
 };
 
 struct GenerationRequest {
@@ -103,6 +110,8 @@ struct EngineStats {
   int64_t prefix_hits = 0;     // tokens taken from the prefix cache
   int64_t preemptions = 0;
   int64_t steps = 0;
+  // Steps launched asynchronously (before the previous step's tokens reached the host).
+  int64_t async_steps = 0;
   // Wall seconds in step() (steps that ran a model pass or found nothing to run), and the
   // part spent in model passes (the target's execute and the draft's proposals). The
   // difference is the engine's host work: scheduling, block tables, sampling bookkeeping on
@@ -133,6 +142,12 @@ struct EngineStats {
   // The shared prefix-KV tier (--kv-offload; enabled false without one).
   KvTierStats kv_offload;
 };
+
+// Whether a request's steps need the host every step, so that its steps run synchronously
+// under asynchronous scheduling: host logits (logprobs, logit_bias, penalties, min_tokens
+// masking, a structured-output mask that follows the previous token), prompt logprobs, or an
+// embedding.
+bool needs_host_steps(const GenerationRequest& req);
 
 class Engine {
  public:
@@ -176,8 +191,11 @@ class Engine {
   // The step, after scheduling: the scheduled sequences as the runner reads them (the
   // verification inputs [last token, drafts...] live in spec_inputs), the runner's tokens and
   // verified draft runs per sequence, and the update (append, stop rules, events, frees).
-  std::vector<RunnerSeq> runner_batch(const SchedulerOutput& out, std::vector<std::vector<int32_t>>* spec_inputs,
-                                      std::vector<std::vector<int32_t>>* prompt_offsets);
+  // Under asynchronous scheduling a sequence's last new token may be in flight: its input
+  // holds a placeholder (in owned_inputs) and `feeds` names it (null: synchronous step).
+  std::vector<RunnerSeq> runner_batch(const SchedulerOutput& out, std::vector<std::vector<int32_t>>* owned_inputs,
+                                      std::vector<std::vector<int32_t>>* prompt_offsets,
+                                      std::vector<TokenFeed>* feeds = nullptr);
   // A prompt chunk of a sequence that scores its prompt: logits rows at every position whose
   // next token is a prompt token, plus the last when it samples. offsets holds the rows.
   void add_prompt_rows(const Sequence& seq, RunnerSeq* r, std::vector<int32_t>* offsets) const;
@@ -190,7 +208,20 @@ class Engine {
                                                       RunnerOutput* ro);
   void update(const SchedulerOutput& out, std::vector<std::vector<SampleResult>> results,
               std::vector<TokenEvent>* events);
-  struct Timer;
+  // Wall time of a scope, added to *total on exit.
+  struct Timer {
+    double* total;
+    std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+    double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
+    ~Timer() { *total += seconds(); }
+  };
+  // Asynchronous scheduling (engine_async.cc).
+  // Schedules and launches the next step, then collects the one launched before it.
+  void step_async(std::vector<TokenEvent>* events);
+  std::unique_ptr<InflightStep> launch_async(SchedulerOutput& out, std::vector<TokenEvent>* events);
+  // The in-flight step's tokens: appended, stop rules, events; sequences that ended since its
+  // launch drop theirs. A failure ends its sequences with finish_reason error.
+  Status collect_inflight(std::vector<TokenEvent>* events);
 
   EngineConfig config_;
   ModelExecutor* model_;
@@ -211,6 +242,10 @@ class Engine {
   std::random_device seed_source_;
   EngineStats counters_;
   Status last_error_;
+  bool async_ = false;            // config_.async_scheduling without speculative decoding
+  int64_t num_host_seqs_ = 0;     // live sequences with host_steps
+  std::unique_ptr<InflightStep> inflight_;
+  std::chrono::steady_clock::time_point last_collect_{};  // when the last in-flight step was collected
 };
 
 }  // namespace lancet

@@ -75,7 +75,7 @@ int32_t Scheduler::best_prompt_priority() const {
   int32_t best = std::numeric_limits<int32_t>::max();
   if (!waiting_.empty()) best = waiting_.front()->priority;  // sorted: the front is the best
   for (const Sequence* seq : running_)
-    if (seq->num_tokens() - seq->num_computed > 1) best = std::min(best, seq->priority);
+    if (seq->num_tokens_with_inflight() - seq->num_computed > 1) best = std::min(best, seq->priority);
   return best;
 }
 
@@ -87,7 +87,7 @@ void Scheduler::preempt_for_waiting(SchedulerOutput* out, int64_t budget) {
       if (cand->priority > w->priority && (!victim || policy_->before(*victim, *cand))) victim = cand;
     if (!victim) return;
     const bool slots_full = static_cast<int64_t>(running_.size()) >= config_.max_num_seqs;
-    int64_t first_chunk = std::min(w->num_tokens() - w->num_computed, budget);
+    int64_t first_chunk = std::min(w->num_tokens_with_inflight() - w->num_computed, budget);
     if (config_.long_prefill_token_threshold > 0 && first_chunk > 1)
       first_chunk = std::min(first_chunk, config_.long_prefill_token_threshold);
     // Without prefix-cache hits counted: it may preempt one victim more than needed.
@@ -129,13 +129,18 @@ void Scheduler::schedule_running(SchedulerOutput* out_ptr, Allowance* left) {
   // Lower-priority sequences wait while a higher-priority prompt has tokens to compute.
   const int32_t prompt_priority = best_prompt_priority();
   for (Sequence* seq : running_)
-    if (seq->num_tokens() - seq->num_computed <= 1 && seq->priority <= prompt_priority) snapshot.push_back(seq);
+    if (seq->num_tokens_with_inflight() - seq->num_computed <= 1 && seq->priority <= prompt_priority)
+      snapshot.push_back(seq);
   for (Sequence* seq : running_)
-    if (seq->num_tokens() - seq->num_computed > 1 && seq->priority <= prompt_priority) snapshot.push_back(seq);
+    if (seq->num_tokens_with_inflight() - seq->num_computed > 1 && seq->priority <= prompt_priority)
+      snapshot.push_back(seq);
   for (Sequence* seq : snapshot) {
     if (left->budget <= 0) break;
     if (seq->status != SeqStatus::kRunning) continue;  // preempted earlier in this loop
-    const int64_t want = seq->num_tokens() - seq->num_computed;
+    // Asynchronous scheduling: a sequence whose last token is in flight has nothing left to
+    // compute (its length ends it when the token arrives).
+    if (seq->num_inflight > 0 && seq->num_tokens_with_inflight() >= seq->token_limit(config_.max_model_len)) continue;
+    const int64_t want = seq->num_tokens_with_inflight() - seq->num_computed;
     const int64_t n = prompt_chunk(*seq, want, *left);
     if (n <= 0) continue;  // nothing to compute, or no low-priority prompt tokens (or time) left
     // Drafts ride along with a decode when budget and free blocks allow; never preempt for them.
@@ -182,7 +187,7 @@ void Scheduler::admit_waiting(SchedulerOutput* out_ptr, Allowance* left) {
       if (extend_prefix_) seq->num_cached_prompt += extend_prefix_(*seq);
       seq->num_computed = seq->num_cached_prompt;
     }
-    const int64_t want = seq->num_tokens() - seq->num_computed;
+    const int64_t want = seq->num_tokens_with_inflight() - seq->num_computed;
     const int64_t n = prompt_chunk(*seq, want, *left);
     if (n <= 0 || !kv_->allocate(seq->id, seq->num_computed + n)) {
       kv_->free(seq->id);  // give the prefix hits back; retry next step
@@ -203,9 +208,15 @@ void Scheduler::admit_waiting(SchedulerOutput* out_ptr, Allowance* left) {
 void Scheduler::on_step_done(const SchedulerOutput& out) {
   for (const ScheduledSeq& s : out.scheduled) {
     s.seq->num_computed += s.num_new_tokens;
-    kv_->commit(s.seq->id, s.seq->tokens, s.seq->num_computed);
+    // Only known tokens are keyed: with a token in flight (asynchronous scheduling) its block
+    // is committed when the token arrives (commit_known).
+    commit_known(s.seq);
     if (s.num_spec_tokens > 0) kv_->truncate(s.seq->id, s.seq->num_tokens());
   }
+}
+
+void Scheduler::commit_known(Sequence* seq) {
+  kv_->commit(seq->id, seq->tokens, std::min(seq->num_computed, seq->num_tokens()));
 }
 
 }  // namespace lancet

@@ -115,6 +115,9 @@ class Scheduler {
   // blocks with the prefix cache. Sequences that ran drafts give back the blocks past their
   // tokens (the rejected drafts' KV).
   void on_step_done(const SchedulerOutput& out);
+  // Registers seq's full blocks of known tokens with the prefix cache (after a token in
+  // flight arrived).
+  void commit_known(Sequence* seq);
 
   const std::vector<Sequence*>& running() const { return running_; }
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }

@@ -3,6 +3,7 @@
 // num_computed (tokens whose KV is in the cache); each step computes some of the difference.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <vector>
@@ -50,11 +51,25 @@ struct Sequence {
   // every accepted token) and the allowed-token bits of the row being sampled.
   std::shared_ptr<TokenConstraint> constraint;
   std::vector<uint32_t> allowed_tokens;
+  // Asynchronous scheduling (engine/engine_async.cc): tokens sampled by launched steps and not
+  // yet known on the host (0 or 1 when a step is scheduled; 2 between the launch of a step and
+  // the collection of the one before), the draw index of the last launched one (the next
+  // step's TokenFeed::sample), and whether the request needs the host every step (its steps
+  // then run synchronously).
+  int32_t num_inflight = 0;
+  int32_t inflight_sample = -1;
+  bool host_steps = false;
 
   // True while the prompt's rows must be scored: the whole prompt is then computed (no
   // prefix-cache hits), since a cached position has no logits.
   bool scores_prompt() const { return params.prompt_logprobs >= 0 && index == 0 && num_output() == 0; }
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
+  // The tokens the scheduler plans with: the known ones and those in flight.
+  int64_t num_tokens_with_inflight() const { return num_tokens() + num_inflight; }
+  // The most tokens the sequence can reach (prompt + max_tokens, within the context).
+  int64_t token_limit(int64_t max_model_len) const {
+    return std::min<int64_t>(prompt_len + params.max_tokens, max_model_len);
+  }
   int64_t num_output() const { return num_tokens() - prompt_len; }
   bool finished() const { return status == SeqStatus::kFinished; }
 };

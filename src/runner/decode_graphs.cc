@@ -83,7 +83,9 @@ Status DecodeGraphs::ensure_arena(int64_t width) {
   for (int r = 0; r < model_.num_ranks(); ++r) {
     Backend& be = model_.backend(r);
     RETURN_IF_ERROR(be.make_current());
-    ASSIGN_OR_RETURN(arenas_[r].host, be.alloc_host(l.bytes));
+    for (Buffer& h : arenas_[r].host) {
+      ASSIGN_OR_RETURN(h, be.alloc_host(l.bytes));
+    }
     ASSIGN_OR_RETURN(arenas_[r].dev, be.alloc(l.bytes));
   }
   arena_width_ = width;
@@ -94,7 +96,9 @@ Status DecodeGraphs::fill(int r, const StepMetadata& st, int64_t B, int64_t W, c
   const int64_t n = st.num_seqs;
   const StepArenaLayout l = layout(arena_width_);
   const TpRankLayout& rank = model_.layout(r);
-  char* h = arenas_[r].host.as<char>();
+  Arena& arena = arenas_[r];
+  char* h = arena.host[arena.next].as<char>();
+  arena.next ^= 1;
   auto* tok = reinterpret_cast<int32_t*>(h + l.token_ids);
   auto* pos = reinterpret_cast<int32_t*>(h + l.positions);
   auto* qs = reinterpret_cast<int32_t*>(h + l.query_start);
@@ -122,7 +126,7 @@ Status DecodeGraphs::fill(int r, const StepMetadata& st, int64_t B, int64_t W, c
   // One copy: everything before the tables plus the B rows of width W the graph reads.
   Backend& be = model_.backend(r);
   RETURN_IF_ERROR(be.make_current());
-  return be.copy_to_device(arenas_[r].dev.data(), h, l.block_tables + static_cast<size_t>(B * W) * 4);
+  return be.copy_to_device(arena.dev.data(), h, l.block_tables + static_cast<size_t>(B * W) * 4);
 }
 
 Status DecodeGraphs::capture(std::span<const StepView> views, std::span<KvBuffers* const> kv,
@@ -151,7 +155,7 @@ Status DecodeGraphs::capture(std::span<const StepView> views, std::span<KvBuffer
   return ended;
 }
 
-Status DecodeGraphs::run(const StepMetadata& st, std::span<KvBuffers* const> kv) {
+Status DecodeGraphs::run(const StepMetadata& st, std::span<KvBuffers* const> kv, const BeforeForward& before) {
   const int64_t B = batch_bucket(st.num_seqs);
   const int64_t W = width_bucket(st.max_blocks_per_seq);
   RETURN_IF_ERROR(ensure_arena(std::max(W, max_width_)));
@@ -174,6 +178,7 @@ Status DecodeGraphs::run(const StepMetadata& st, std::span<KvBuffers* const> kv)
     StepView v = l.view(arenas_[r].dev.data(), B, B, W, B);
     v.max_context_len = st.max_context_len;
     v.attn_plan = plan;
+    if (before) RETURN_IF_ERROR(before(r, v));
     views.push_back(v);
   }
   const auto key = std::make_pair(B, W);

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -43,14 +44,22 @@ class DecodeGraphs {
   static int64_t batch_bucket_floor(int64_t bucket);
   static int64_t width_bucket(int64_t max_blocks);
 
+  // Called with each rank's view after its metadata was copied and before anything reads it
+  // (asynchronous steps write their fed input tokens there).
+  using BeforeForward = std::function<Status(int rank, const StepView& view)>;
   // Enqueues the step on every rank (capturing its graphs first if needed); its logits rows
   // [0, num_seqs) are then in each rank's logits buffer, as LlamaModel::enqueue leaves them.
-  Status run(const StepMetadata& st, std::span<KvBuffers* const> kv);
+  Status run(const StepMetadata& st, std::span<KvBuffers* const> kv, const BeforeForward& before = nullptr);
   int64_t num_graphs() const { return static_cast<int64_t>(graphs_.size()); }
 
  private:
   struct Arena {
-    Buffer host, dev;  // metadata arena (host pinned where the backend has it)
+    // Metadata arena: two host copies (pinned where the backend has it), filled in turn, so
+    // that with asynchronous steps the host fills one while the copy of the other, queued
+    // behind the step before, may not have run yet; and the device copy the graphs read.
+    Buffer host[2];
+    Buffer dev;
+    int next = 0;
   };
   // The metadata arrays in the arena, for kMaxBatch rows and width columns.
   StepArenaLayout layout(int64_t width) const;

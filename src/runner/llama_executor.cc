@@ -57,18 +57,20 @@ Status LlamaExecutor::check_step(const StepMetadata& st) const {
   return OkStatus();
 }
 
-Status LlamaExecutor::run_step(std::span<const SeqStepInput> batch, StepMetadata* st, bool allow_graphs) {
+Status LlamaExecutor::run_step(std::span<const SeqStepInput> batch, StepMetadata* st, bool allow_graphs,
+                               const DecodeGraphs::BeforeForward& before) {
   ASSIGN_OR_RETURN(*st, build_step(blocks_.block_size, blocks_.num_blocks, batch));
   if (st->num_tokens == 0) return OkStatus();
   RETURN_IF_ERROR(check_step(*st));
   if (allow_graphs && graphs_ && !model_.observing() && DecodeGraphs::eligible(*st)) {
-    RETURN_IF_ERROR(graphs_->run(*st, kv_ptrs_));
+    RETURN_IF_ERROR(graphs_->run(*st, kv_ptrs_, before));
   } else {
     RETURN_IF_ERROR(model_.ensure_workspace(st->num_tokens, st->num_logits_rows));
     std::vector<StepView> views;
     for (int r = 0; r < model_.num_ranks(); ++r) {
       RETURN_IF_ERROR(model_.backend(r).make_current());
       ASSIGN_OR_RETURN(StepView v, uploaders_[r]->upload(*st, model_.layout(r)));
+      if (before) RETURN_IF_ERROR(before(r, v));
       views.push_back(v);
     }
     RETURN_IF_ERROR(model_.backend(0).make_current());
@@ -116,13 +118,8 @@ Status LlamaExecutor::run_rows(std::span<const SeqStepInput> batch, std::span<co
   int64_t R = 0;
   for (const SeqStepInput& s : batch) R += s.logits_rows();
   const int64_t V = model_.config().vocab_size;
-  std::vector<uint8_t> on_device(static_cast<size_t>(R), 0);
-  for (const DeviceSampleRow& d : device) {
-    if (d.row < 0 || d.row >= R || on_device[d.row])
-      return InvalidArgument("forward_sampled: device row " + std::to_string(d.row) +
-                             " is outside the step's logits rows or named twice");
-    on_device[d.row] = 1;
-  }
+  std::vector<uint8_t> on_device;
+  RETURN_IF_ERROR(check_rows(device, R, &on_device));
   StepMetadata st;
   RETURN_IF_ERROR(run_step(batch, &st, allow_graphs));
   if (st.num_tokens == 0) return OkStatus();
@@ -149,6 +146,51 @@ Status LlamaExecutor::run_rows(std::span<const SeqStepInput> batch, std::span<co
   RETURN_IF_ERROR(be.take_op_times(&step));
   const std::lock_guard<std::mutex> lock(profile_mu_);
   (st.num_tokens == st.num_seqs ? profile_.decode : profile_.prompt).add(step);
+  return OkStatus();
+}
+
+Status LlamaExecutor::check_rows(std::span<const DeviceSampleRow> rows, int64_t R, std::vector<uint8_t>* on_device) {
+  on_device->assign(static_cast<size_t>(R), 0);
+  for (const DeviceSampleRow& d : rows) {
+    if (d.row < 0 || d.row >= R || (*on_device)[d.row])
+      return InvalidArgument("forward_sampled: device row " + std::to_string(d.row) +
+                             " is outside the step's logits rows or named twice");
+    (*on_device)[d.row] = 1;
+  }
+  return OkStatus();
+}
+
+Status LlamaExecutor::launch_step(std::span<const SeqStepInput> batch, std::span<const DeviceSampleRow> rows,
+                                  std::span<const TokenFeed> feeds) {
+  if (!device_async()) return ModelExecutor::launch_step(batch, rows, feeds);
+  Backend& be = model_.backend(0);
+  if (!ring_) ring_ = std::make_unique<DeviceTokenRing>(be);
+  int64_t R = 0, num_tokens = 0;
+  for (const SeqStepInput& s : batch) {
+    R += s.logits_rows();
+    num_tokens += static_cast<int64_t>(s.tokens.size());
+  }
+  std::vector<uint8_t> on_device;
+  RETURN_IF_ERROR(check_rows(rows, R, &on_device));
+  RETURN_IF_ERROR(ring_->prepare_feeds(feeds, num_tokens));
+  // The fed ids are written into the uploaded metadata (or the graph's arena) behind its copy
+  // and before the forward; the host's placeholders never reach the embedding.
+  auto feed = [&](int rank, const StepView& v) -> Status {
+    (void)rank;
+    return ring_->apply_feeds(const_cast<int32_t*>(v.token_ids));
+  };
+  StepMetadata st;
+  RETURN_IF_ERROR(run_step(batch, &st, /*allow_graphs=*/true, feed));
+  return ring_->sample(model_.logits_device(), R, model_.config().vocab_size, rows);
+}
+
+Status LlamaExecutor::collect_step(std::vector<int32_t>* tokens) {
+  if (!device_async()) return ModelExecutor::collect_step(tokens);
+  if (!ring_) return FailedPrecondition("async step: nothing launched to collect");
+  RETURN_IF_ERROR(ring_->collect(tokens));
+  // Nothing else is queued once the last launched step is collected: waiting costs nothing
+  // then, and reports what the kernels found wrong in these steps (the backend's error word).
+  if (ring_->num_launched() == 0) return model_.backend(0).synchronize();
   return OkStatus();
 }
 

@@ -12,6 +12,7 @@
 #include "model/kv_buffers.h"
 #include "model/llama_model.h"
 #include "runner/decode_graphs.h"
+#include "runner/device_token_ring.h"
 #include "runner/model_executor.h"
 #include "runner/step_upload.h"
 
@@ -54,6 +55,12 @@ class LlamaExecutor : public ModelExecutor {
   KvBlockLayout kv_block_layout() const override;
   Status read_kv_block(BlockId block, std::span<uint8_t> out) override;
   Status write_kv_block(BlockId block, std::span<const uint8_t> in) override;
+  // Asynchronous steps on one rank keep the sampled tokens on the device and feed them to the
+  // next step there (runner/device_token_ring.h), in eager steps and decode-graph replays
+  // alike; with several ranks or op timing, the default (each step run at launch) applies.
+  Status launch_step(std::span<const SeqStepInput> batch, std::span<const DeviceSampleRow> rows,
+                     std::span<const TokenFeed> feeds) override;
+  Status collect_step(std::vector<int32_t>* tokens) override;
 
   // FP8 caches: the per-layer K and V scales, set on every rank's buffers.
   Status set_kv_scales(const std::vector<float>& k_scales, const std::vector<float>& v_scales);
@@ -69,7 +76,12 @@ class LlamaExecutor : public ModelExecutor {
   // Checks the step and enqueues it on every rank (replaying decode graphs where they fit);
   // its logits rows [0, num_logits_rows) are in model().logits_device() afterwards.
   // allow_graphs = false runs eagerly (hidden states are read from the eager workspace).
-  Status run_step(std::span<const SeqStepInput> batch, StepMetadata* st, bool allow_graphs = true);
+  // before: called with each rank's view before the forward reads it (the token feed).
+  Status run_step(std::span<const SeqStepInput> batch, StepMetadata* st, bool allow_graphs = true,
+                  const DecodeGraphs::BeforeForward& before = nullptr);
+  // Rows of a step: each in [0, R), each at most once.
+  static Status check_rows(std::span<const DeviceSampleRow> rows, int64_t R, std::vector<uint8_t>* on_device);
+  bool device_async() const { return model_.num_ranks() == 1 && !op_timing_; }
   Status run_rows(std::span<const SeqStepInput> batch, std::span<const DeviceSampleRow> device,
                   std::vector<int32_t>* tokens, std::vector<float>* host_logits, bool allow_graphs);
   Status check_step(const StepMetadata& st) const;
@@ -80,6 +92,7 @@ class LlamaExecutor : public ModelExecutor {
   std::vector<KvBuffers*> kv_ptrs_;
   std::vector<std::unique_ptr<StepUploader>> uploaders_;  // one per rank: steps that run eagerly
   std::unique_ptr<DecodeGraphs> graphs_;                  // null when disabled or unsupported
+  std::unique_ptr<DeviceTokenRing> ring_;                 // asynchronous steps (one rank)
   bool op_timing_ = false;
   std::mutex profile_mu_;
   StepProfile profile_;  // guarded by profile_mu_

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <span>
 #include <vector>
 
@@ -38,6 +39,17 @@ struct SeqStepInput {
     return num_logits > n ? num_logits : n;
   }
 };
+
+// Asynchronous steps: input token `token` of a launched step (an index into all its new
+// tokens, sequences in batch order) is the token the previous launched step sampled for its
+// row `sample` (an index into that step's DeviceSampleRow list).
+struct TokenFeed {
+  int32_t token = 0;
+  int32_t sample = 0;
+};
+
+// The CPU sampler's draw for one device row (what sample_rows computes), from its logits row.
+int32_t draw_sample_row(std::span<const float> logits /*[vocab]*/, const DeviceSampleRow& row);
 
 class ModelExecutor {
  public:
@@ -90,6 +102,28 @@ class ModelExecutor {
     (void)in;
     return Unimplemented("this model executor cannot copy KV blocks");
   }
+  // Asynchronous steps (the engine's async scheduling). launch_step runs a step whose every
+  // logits row is sampled (`rows`, numbered as in execute_sampled, each row once), with the
+  // input tokens named in `feeds` taken from the previous launched step's samples (their
+  // places in `batch` hold any valid id), and does not wait for it: the sampled tokens stay
+  // where they were drawn. collect_step waits for the oldest launched step that was not
+  // collected and returns its tokens ([its rows], in rows order). At most two steps are
+  // launched and not collected. The default runs each step at launch (execute_sampled with
+  // device sampling, else execute and draw_sample_row) and keeps its tokens on the host: the
+  // same results and ordering without overlap (model_executor.cc).
+  virtual Status launch_step(std::span<const SeqStepInput> batch, std::span<const DeviceSampleRow> rows,
+                             std::span<const TokenFeed> feeds);
+  virtual Status collect_step(std::vector<int32_t>* tokens);
+
+ private:
+  // The default asynchronous steps: tokens of the launched steps not yet collected, and of
+  // the last launched step (the feeds' source).
+  std::deque<std::vector<int32_t>> emulated_pending_;
+  std::vector<int32_t> emulated_last_;
 };
+
+// Checks a launched step's feeds: token indices inside the step's num_tokens new tokens (each
+// at most once), sample indices inside the previous step's num_samples rows.
+Status check_token_feeds(std::span<const TokenFeed> feeds, int64_t num_tokens, int64_t num_samples);
 
 }  // namespace lancet

@@ -19,7 +19,7 @@ DeviceSampleRow device_sample_row(const SamplingParams& p, const SampleContext& 
   d.top_p = p.top_p;
   d.min_p = p.min_p;
   d.seed = ctx.seed;
-  d.counter = static_cast<uint64_t>(ctx.output_tokens.size());
+  d.counter = static_cast<uint64_t>(static_cast<int64_t>(ctx.output_tokens.size()) + ctx.pending_outputs);
   return d;
 }
 
@@ -94,6 +94,52 @@ Status ModelRunner::execute(std::span<const RunnerSeq> batch, RunnerOutput* out)
   sample_on_host(batch, host_sampled, logits, out);
   score_prompts(batch, prompt_scored, logits, out);
   out->verify_logits = std::move(logits);
+  return OkStatus();
+}
+
+Status ModelRunner::launch(std::span<const RunnerSeq> batch, std::span<const TokenFeed> feeds,
+                           std::vector<int32_t>* sample_index) {
+  std::vector<SeqStepInput> inputs;
+  inputs.reserve(batch.size());
+  std::vector<DeviceSampleRow> rows;
+  Launched l;
+  l.batch_size = batch.size();
+  sample_index->assign(batch.size(), -1);
+  int64_t row = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const RunnerSeq& s = batch[i];
+    inputs.push_back(s.input);
+    const int64_t n = s.input.logits_rows();
+    if (n == 0) continue;
+    if (n != 1 || !s.samples() || !s.prompt_targets.empty() || s.input.want_hidden || needs_host_logits(*s.params, s.ctx))
+      return FailedPrecondition("async step: sequence " + std::to_string(i) +
+                                " needs its logits on the host; such steps run synchronously");
+    (*sample_index)[i] = static_cast<int32_t>(rows.size());
+    rows.push_back(device_sample_row(*s.params, s.ctx, row));
+    l.sample_seq.push_back(i);
+    row += n;
+  }
+  RETURN_IF_ERROR(exec_.launch_step(inputs, rows, feeds));
+  launched_.push_back(std::move(l));
+  return OkStatus();
+}
+
+Status ModelRunner::collect(RunnerOutput* out) {
+  if (launched_.empty()) return FailedPrecondition("async step: nothing launched to collect");
+  const Launched l = std::move(launched_.front());
+  launched_.pop_front();
+  out->samples.assign(l.batch_size, SampleResult{});
+  std::vector<int32_t> tokens;
+  RETURN_IF_ERROR(exec_.collect_step(&tokens));
+  const int64_t V = exec_.vocab_size();
+  if (tokens.size() != l.sample_seq.size())
+    return Internal("async step: the model returned " + std::to_string(tokens.size()) + " tokens for " +
+                    std::to_string(l.sample_seq.size()) + " draws");
+  for (size_t j = 0; j < tokens.size(); ++j) {
+    if (tokens[j] < 0 || tokens[j] >= V)
+      return Internal("device sampling returned token " + std::to_string(tokens[j]) + ", outside the vocabulary");
+    out->samples[l.sample_seq[j]].token = tokens[j];
+  }
   return OkStatus();
 }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <span>
 #include <vector>
 
@@ -66,6 +67,17 @@ class ModelRunner {
   // Runs the step; a model failure is returned (nothing in `out` is then meaningful).
   Status execute(std::span<const RunnerSeq> batch, RunnerOutput* out);
 
+  // Asynchronous steps (ModelExecutor::launch_step): every row that samples is drawn where the
+  // logits are and nothing is waited for; `feeds` name the input tokens taken from the
+  // previous launched step's draws. Only sequences whose rows need nothing but a draw may be
+  // in such a step (FailedPrecondition otherwise: logprobs, penalties, masks, verification,
+  // prompt logprobs, embeddings). sample_index[i] is sequence i's draw index in this step (its
+  // TokenFeed::sample next step), -1 when it does not sample.
+  Status launch(std::span<const RunnerSeq> batch, std::span<const TokenFeed> feeds, std::vector<int32_t>* sample_index);
+  // The oldest launched step's tokens: out->samples [that step's batch], token -1 for the
+  // sequences that did not sample.
+  Status collect(RunnerOutput* out);
+
  private:
   // Host sampling of the sequences in `rows` (index into batch, first host logits row).
   void sample_on_host(std::span<const RunnerSeq> batch, const std::vector<std::pair<size_t, int64_t>>& rows,
@@ -77,6 +89,13 @@ class ModelRunner {
                      const std::vector<float>& logits, RunnerOutput* out) const;
 
   ModelExecutor& exec_;
+  // Launched steps not yet collected, oldest first: their batch size and the sequence of each
+  // draw.
+  struct Launched {
+    size_t batch_size = 0;
+    std::vector<size_t> sample_seq;
+  };
+  std::deque<Launched> launched_;
 };
 
 // True when a sampled row needs its logits on the host: logprobs, logit_bias, penalties, a

@@ -37,6 +37,9 @@ struct SampleContext {
   std::span<const int32_t> output_tokens;  // generated so far
   std::span<const int32_t> eos_token_ids;  // masked while fewer than min_tokens are out
   uint64_t seed = 0;                       // the request's seed (or one drawn at arrival)
+  // Asynchronous scheduling: tokens already sampled and not yet known on the host (not in
+  // output_tokens); they count in the draw's output position.
+  int64_t pending_outputs = 0;
   // Structured outputs (runner/token_constraint.h): [ceil(vocab / 32)] words, bit t set = token
   // t allowed; every other token is masked to -inf after the penalties. Empty: no constraint.
   std::span<const uint32_t> allowed_tokens;

@@ -49,6 +49,8 @@ struct RuntimeConfig {
   // Prompt tokens per step of all low-priority (batch) sequences together; 0 = no cap.
   int64_t low_priority_prefill_tokens = 0;
   bool enable_prefix_caching = true;
+  // Schedule and prepare step N+1 while the device runs step N (EngineConfig::async_scheduling).
+  bool async_scheduling = false;
   std::string chat_template;         // a file path or the template text; "" = the model's
   std::string kv_cache_dtype = "auto";
   std::string quantization;          // "" or "fp8" (online quantization)

@@ -338,6 +338,14 @@ class SamplingCpuBackend : public Backend {
     sampled_rows += static_cast<int64_t>(params.size());
     return OkStatus();
   }
+  // Backend memory is host memory: the asynchronous draw is the same draw, left in place.
+  Status sample_rows_async(const float* logits, int64_t rows, int64_t vocab, std::span<const DeviceSampleRow> params,
+                           int32_t* tokens) override {
+    return sample_rows(logits, rows, vocab, params, tokens);
+  }
+  Status scatter_tokens(int32_t* ids, const int32_t* samples, const int32_t* pairs, int64_t n) override {
+    return cpu_->scatter_tokens(ids, samples, pairs, n);
+  }
 
   int64_t sampled_rows = 0;
   size_t copied_bytes = 0;
@@ -391,6 +399,61 @@ TEST(DeviceSampling, LlamaModelSamplesInPlaceAndCopiesOnlyHostRows) {
   auto plain_cpu = make_backend("cpu");
   ASSERT_TRUE(plain_cpu.ok());
   EXPECT_FALSE((*plain_cpu)->supports_device_sampling());
+}
+
+// Asynchronous scheduling through LlamaExecutor's device path (runner/device_token_ring.h) on
+// the "device" of SamplingCpuBackend: tokens drawn into backend memory, fed into the next
+// step's token ids by scatter_tokens, and only the token ids copied back. The tokens equal
+// those of synchronous host sampling; requests that need host logits switch the engine to
+// synchronous steps and still give the same tokens.
+TEST(DeviceSampling, AsyncStepsFeedTokensOnTheDeviceWithTheHostPathsTokens) {
+  auto cpu = make_backend("cpu");
+  ASSERT_TRUE(cpu.ok());
+  SamplingCpuBackend be(std::move(*cpu));
+  auto src = open_model_source(testing::fixture_dir("tiny-llama32"));
+  ASSERT_TRUE(src.ok()) << src.status().to_string();
+  auto model = LlamaModel::create(**src, be);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  auto executor = LlamaExecutor::create(**model, KvBlockConfig{256, 16});
+  ASSERT_TRUE(executor.ok()) << executor.status().to_string();
+  LlamaExecutor& exec = **executor;
+  std::mt19937 r(29);
+  std::vector<GenerationRequest> reqs;
+  for (int i = 0; i < 12; ++i) {
+    GenerationRequest q;
+    const int len = 2 + r() % 40;
+    for (int j = 0; j < len; ++j) q.prompt.push_back(static_cast<int32_t>(r() % exec.vocab_size()));
+    q.params.max_tokens = 3 + static_cast<int32_t>(r() % 12);
+    q.params.seed = 500 + i;
+    q.params.temperature = i % 3 == 0 ? 0.0f : 0.9f;
+    if (i % 3 == 2) q.params.top_k = 20;
+    reqs.push_back(q);
+  }
+  testing::HostOnlyExecutor host(exec);
+  const SchedulerConfig sc{.max_num_batched_tokens = 48, .max_num_seqs = 16, .max_model_len = 512};
+  const auto want = testing::run_engine_to_end(host, reqs, sc);
+  const size_t host_bytes = be.copied_bytes;
+  EngineStats st;
+  const auto got = testing::run_engine_to_end(exec, reqs, sc, /*async_scheduling=*/true, &st);
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(st.async_steps, st.steps);
+  EXPECT_EQ(st.num_free_blocks, st.num_blocks);
+  // Only token ids crossed: 4 bytes per drawn token, the dropped ones included (a sequence
+  // whose last token is in flight is not scheduled again, so none are dropped here).
+  size_t tokens = 0;
+  for (const auto& t : got) tokens += t.size();
+  EXPECT_EQ(be.copied_bytes - host_bytes, tokens * sizeof(int32_t));
+  EXPECT_EQ(be.sampled_rows, static_cast<int64_t>(tokens));
+
+  // One request with logprobs: its steps run synchronously, the tokens are the same.
+  reqs[4].params.logprobs = 1;
+  const auto want_mixed = testing::run_engine_to_end(host, reqs, sc);
+  EXPECT_EQ(want_mixed, want);
+  const auto got_mixed = testing::run_engine_to_end(exec, reqs, sc, /*async_scheduling=*/true, &st);
+  EXPECT_EQ(got_mixed, want);
+  EXPECT_GT(st.async_steps, 0);
+  EXPECT_LT(st.async_steps, st.steps);
+  EXPECT_EQ(st.num_free_blocks, st.num_blocks);
 }
 
 // The device sampler's reference renormalises top-p over all top-k candidates, also when the

@@ -49,9 +49,11 @@ class HostOnlyExecutor : public ModelExecutor {
 // Submits every request to a fresh engine over exec and steps it until all are done; each
 // request's tokens, in request order.
 inline std::vector<std::vector<int32_t>> run_engine_to_end(ModelExecutor& exec, const std::vector<GenerationRequest>& reqs,
-                                                          const SchedulerConfig& scheduler) {
+                                                          const SchedulerConfig& scheduler, bool async_scheduling = false,
+                                                          EngineStats* stats = nullptr) {
   EngineConfig cfg;
   cfg.scheduler = scheduler;
+  cfg.async_scheduling = async_scheduling;
   Engine engine(cfg, &exec);
   std::map<int64_t, size_t> index;
   for (const auto& q : reqs) {
@@ -67,6 +69,7 @@ inline std::vector<std::vector<int32_t>> run_engine_to_end(ModelExecutor& exec, 
     for (const auto& e : *ev)
       if (e.token >= 0) out[index.at(e.request_id)].push_back(e.token);
   }
+  if (stats) *stats = engine.stats();
   return out;
 }
 

@@ -3,6 +3,7 @@
 // Checks batch invariance (alone vs. concurrent, any chunk budget, prefix caching on/off,
 // preemption), n > 1, aborts, stop tokens and length limits, and that every block comes back.
 #include "engine/context_logits.h"
+#include "engine/fake_paged_model.h"
 #include "engine/engine.h"
 
 #include <gtest/gtest.h>
@@ -19,34 +20,7 @@ constexpr int64_t kVocab = 64;
 
 using testing::context_logit;
 
-class FakePagedModel : public ModelExecutor {
- public:
-  FakePagedModel(int64_t blocks, int32_t bs) : blocks_(blocks), bs_(bs), cache_(blocks * bs, -1) {}
-  int64_t vocab_size() const override { return kVocab; }
-  int32_t block_size() const override { return bs_; }
-  int64_t num_blocks() const override { return blocks_; }
-  Status execute(std::span<const SeqStepInput> batch, std::vector<float>* logits) override {
-    logits->clear();
-    for (const SeqStepInput& in : batch) {
-      for (size_t j = 0; j < in.tokens.size(); ++j) {
-        const int64_t p = in.start_pos + static_cast<int64_t>(j);
-        if (p / bs_ >= static_cast<int64_t>(in.block_table.size())) return Internal("block table too short");
-        cache_[in.block_table[p / bs_] * bs_ + p % bs_] = in.tokens[j];
-      }
-      if (!in.need_logits) continue;
-      const int64_t len = in.start_pos + static_cast<int64_t>(in.tokens.size());
-      std::vector<int32_t> ctx(len);
-      for (int64_t p = 0; p < len; ++p) ctx[p] = cache_[in.block_table[p / bs_] * bs_ + p % bs_];
-      for (int32_t v = 0; v < kVocab; ++v) logits->push_back(context_logit(ctx, v));
-    }
-    return OkStatus();
-  }
-
- private:
-  int64_t blocks_;
-  int32_t bs_;
-  std::vector<int32_t> cache_;
-};
+using testing::FakePagedModel;
 
 // Reference greedy decode straight from the token list (no paging at all).
 std::vector<int32_t> reference_greedy(std::vector<int32_t> ctx, int max_tokens, int32_t eos) {

@@ -181,6 +181,12 @@ Status CpuBackend::gather_rows(const float* x, int64_t n, int64_t d, const int32
   return OkStatus();
 }
 
+Status CpuBackend::scatter_tokens(int32_t* token_ids, const int32_t* samples, const int32_t* pairs, int64_t n) {
+  // Backend memory is host memory: the previous step's tokens are already here.
+  for (int64_t i = 0; i < n; ++i) token_ids[pairs[2 * i]] = samples[pairs[2 * i + 1]];
+  return OkStatus();
+}
+
 StatusOr<std::unique_ptr<OpTimer>> CpuBackend::make_op_timer() { return make_host_op_timer(); }
 
 }  // namespace lancet::cpu

@@ -39,6 +39,10 @@ CudaBackend::~CudaBackend() {
     cublasLtMatmulDescDestroy(kv.second.op);
   }
   if (lt_) cublasLtDestroy(lt_);
+  if (copy_stream_) {
+    cudaStreamSynchronize(copy_stream_);
+    cudaStreamDestroy(copy_stream_);
+  }
 }
 
 StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOptions& opts) {

@@ -122,6 +122,12 @@ class CudaBackend final : public Backend {
   bool supports_device_sampling() const override { return true; }
   Status sample_rows(const float* logits, int64_t rows, int64_t vocab, std::span<const DeviceSampleRow> params,
                      int32_t* tokens_host) override;
+  // Asynchronous steps (cuda_async_steps.cc): draws into device memory, the token feed, and
+  // device-to-host copies on a copy stream of their own.
+  Status sample_rows_async(const float* logits, int64_t rows, int64_t vocab, std::span<const DeviceSampleRow> params,
+                           int32_t* tokens) override;
+  Status scatter_tokens(int32_t* token_ids, const int32_t* samples, const int32_t* pairs, int64_t n) override;
+  StatusOr<std::unique_ptr<PendingCopy>> copy_to_host_async(void* dst, const void* src, size_t nbytes) override;
 
  protected:
   StatusOr<std::unique_ptr<OpTimer>> make_op_timer() override;
@@ -199,6 +205,12 @@ class CudaBackend final : public Backend {
   Buffer err_word_;      // unsigned error bits set by kernels (kernels.h)
   // sample_rows staging: params then tokens, pinned on the host and on the device.
   Buffer sample_host_, sample_dev_;
+  // sample_rows_async's params (copied from pageable memory: staged at once, so the host
+  // vector is free for the next step while this one is queued).
+  Buffer async_params_dev_;
+  std::vector<DeviceSampleRow> async_params_host_;
+  // copy_to_host_async's stream (created on first use; destroyed with the backend).
+  cudaStream_t copy_stream_ = nullptr;
   std::map<std::tuple<int64_t, int64_t, int64_t, unsigned, GemmKind, GemmOut>, GemmPlan> plans_;
   // False once cuBLASLt offered no outer-vector-scaled FP8 algorithm (older libraries): the FP8
   // GEMMs then run with unit scales and a rescale pass.

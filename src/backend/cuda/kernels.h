@@ -203,4 +203,10 @@ cudaError_t launch_sample_rows(const float* logits /*[rows, vocab]*/, int64_t vo
                                const DeviceSampleRow* params /*[n]*/, int64_t n, int32_t* tokens /*[n]*/,
                                cudaStream_t s);
 
+// ---- asynchronous steps (token_feed.cu) ----
+// token_ids[pairs[2i]] = samples[pairs[2i + 1]] for i < n (device memory; indices checked by
+// the caller): a step's inputs fed from the previous step's sampled tokens.
+cudaError_t launch_scatter_tokens(int32_t* token_ids, const int32_t* samples, const int32_t* pairs /*[n, 2]*/,
+                                  int64_t n, cudaStream_t s);
+
 }  // namespace lancet::cuda
