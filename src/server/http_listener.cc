@@ -62,8 +62,10 @@ class HttpListener::Loop final : public ConnectionHost {
     const ListenConfig& c = owner_->config_;
     limits_ = limits_of(c);
     const size_t threads = static_cast<size_t>(std::max(c.worker_threads, 1));
-    workers_ = std::make_unique<WorkerPool>(threads, c.max_queued_requests ? c.max_queued_requests : 2 * threads);
-    reserved_ = std::make_unique<WorkerPool>(static_cast<size_t>(std::max(c.reserved_threads, 1)), 64);
+    // A queued request costs only its bytes, already read: the bound is for a flood, not a burst.
+    workers_ = std::make_unique<WorkerPool>(
+        threads, c.max_queued_requests ? c.max_queued_requests : std::max<size_t>(1024, 4 * threads));
+    reserved_ = std::make_unique<WorkerPool>(static_cast<size_t>(std::max(c.reserved_threads, 1)), 256);
     reserved_paths_ = c.reserved_paths;
     boost::system::error_code ec;
     listen_.assign(owner_->listen_fd_, ec);

@@ -42,7 +42,7 @@ struct ListenConfig {
   size_t max_header_bytes = 16u << 10;    // the guards answer 431 above this; the loop well above
   size_t max_loop_body_bytes = 8u << 20;  // larger bodies are read by the worker (uploads)
   int worker_threads = 16;                // threads that handle requests (streams hold one each)
-  size_t max_queued_requests = 0;         // complete requests waiting for a worker; 0 = 2 x threads
+  size_t max_queued_requests = 0;         // complete requests waiting for a worker; 0 = max(1024, 4 x threads)
   std::vector<std::string> reserved_paths;  // GET/HEAD paths served by the reserved lane
   int reserved_threads = 2;
 };
