@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PKGS=(build-essential cmake pkg-config nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libyaml-cpp-dev
+PKGS=(build-essential cmake pkg-config nlohmann-json3-dev libcpp-httplib-dev libboost-dev libcli11-dev libyaml-cpp-dev
       libpcre2-dev libpoppler-cpp-dev libicu-dev libssl-dev libgtest-dev libbenchmark-dev clang libclang-rt-dev
       python3-venv chromium haproxy prometheus libhiredis-dev libxxhash-dev redis-server)
 missing=()

@@ -6,6 +6,7 @@
 // during the drain exits at once with 128 + the signal number.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -85,6 +86,15 @@ void add_server_flags(CLI::App& app, server::ServerConfig* sc, ListFlags* lists,
       ->capture_default_str();
   app.add_option("--keep-alive-max-requests", sc->keep_alive_max,
                  "requests one connection may send before it is closed")
+      ->capture_default_str();
+  app.add_option("--header-timeout", sc->header_timeout_s,
+                 "seconds a request's header may take to arrive (from its first byte; 408 after)")
+      ->capture_default_str();
+  app.add_option("--body-timeout", sc->body_timeout_s,
+                 "seconds a request's body may take to arrive after its header (408 after)")
+      ->capture_default_str();
+  app.add_option("--keep-alive-timeout", sc->keep_alive_timeout_s,
+                 "seconds an idle keep-alive connection is kept open for its next request")
       ->capture_default_str();
   app.add_option("--allowed-origins", lists->allowed_origins,
                  "browser origins allowed to call the API (CORS), comma-separated or a JSON list; * = any "
@@ -190,6 +200,15 @@ void drain_and_stop(server::HttpServer& http, Runtime& runtime, double drain_tim
   http.stop();
 }
 
+// Every connection is a descriptor, idle ones included (the server holds thousands at little
+// cost): take the hard limit, as the usual soft limit of 1024 would stop accepting early.
+void raise_open_file_limit() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= lim.rlim_max) return;
+  lim.rlim_cur = lim.rlim_max;
+  (void)setrlimit(RLIMIT_NOFILE, &lim);
+}
+
 }  // namespace
 
 int cmd_serve(int argc, char** argv) {
@@ -207,6 +226,7 @@ int cmd_serve(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+  raise_open_file_limit();
   server::HttpServer http(sc);
   if (Status st = http.bind(); !st.ok()) {
     std::fprintf(stderr, "lancet serve: %s\n", st.message().c_str());

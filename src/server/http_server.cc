@@ -32,6 +32,13 @@ namespace {
 
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
+// The connection of the request this thread serves, to notice a client that went away.
+ClientConnection client_of(const httplib::Request& req) {
+  const int fd = HttpListener::current_socket();
+  if (fd >= 0) return ClientConnection::of_socket(fd);
+  return ClientConnection::find(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+}
+
 // An answer given before the request body was read ends the connection: the unread bytes
 // would otherwise be parsed as the next request.
 void send_error_and_close(const httplib::Request& req, httplib::Response& res, const ApiError& err) {
@@ -153,8 +160,7 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, const std:
   auto session = std::make_unique<CompletionSession>(m, &metrics, std::move(api), config.request_timeout_s);
   // The socket stays this request's until the response is written (streamed or not), so the
   // session may check it whenever it waits.
-  const ClientConnection conn =
-      ClientConnection::find(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+  const ClientConnection conn = client_of(req);
   if (config.guard_rules) session->set_guard(config.guard_rules.get());
   if (conn.found()) session->set_client_gone([conn] { return conn.closed(); });
   if (auto e = session->submit()) return send_error(res, *e);
@@ -193,8 +199,7 @@ void HttpServer::Impl::handle_embeddings(const httplib::Request& req, const std:
   }
   Slot slot(&in_flight);
   EmbeddingSession session(m, std::move(er), config.request_timeout_s);
-  const ClientConnection conn =
-      ClientConnection::find(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+  const ClientConnection conn = client_of(req);
   if (conn.found()) session.set_client_gone([conn] { return conn.closed(); });
   Json out;
   if (auto e = session.run(&out)) return send_error(res, *e);
@@ -212,8 +217,7 @@ void HttpServer::Impl::handle_documents(const httplib::Request& req, const std::
   Slot slot(&in_flight);
   DocumentsOptions opt;
   opt.timeout_s = config.request_timeout_s;
-  const ClientConnection conn =
-      ClientConnection::find(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+  const ClientConnection conn = client_of(req);
   if (conn.found()) opt.client_gone = [conn] { return conn.closed(); };
   Json out;
   if (auto e = answer_document(m, body, opt, &out)) return send_error(res, *e);
@@ -361,15 +365,10 @@ void HttpServer::Impl::install_handlers() {
 }
 
 void HttpServer::Impl::install_routes() {
-  const int threads = config.http_threads > 0 ? config.http_threads : config.max_concurrent_requests + 16;
-  http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   // The per-route limits are checked in pre_route and read_body; httplib's own is the largest.
+  // (Worker threads and the connection deadlines are the listener's: see HttpServer::bind.)
   http.set_payload_max_length(std::max(config.max_body_bytes, BatchApi::upload_limit(config)));
-  // Seconds a client may take to send a request once it started; a bad Content-Length is
-  // answered at once (pre_route), so only slow or stalled senders wait this long.
-  http.set_read_timeout(30);
-  http.set_write_timeout(10);
-  http.set_keep_alive_timeout(5);
+  http.set_loop_answer_counter([this](int status) { metrics.count_http_error(status); });
 
   install_handlers();
 
@@ -449,9 +448,21 @@ HttpServer::~HttpServer() { stop(); }
 Status HttpServer::bind() {
   const ServerConfig& c = impl_->config;
   RETURN_IF_ERROR(c.validate());
-  StatusOr<int> port = impl_->http.bind_socket(ListenConfig{.host = c.host, .port = c.port,
-                                                            .backlog = c.listen_backlog,
-                                                            .keep_alive_max = static_cast<size_t>(c.keep_alive_max)});
+  ListenConfig lc;
+  lc.host = c.host;
+  lc.port = c.port;
+  lc.backlog = c.listen_backlog;
+  lc.keep_alive_max = static_cast<size_t>(c.keep_alive_max);
+  lc.header_timeout_s = c.header_timeout_s;
+  lc.body_timeout_s = c.body_timeout_s;
+  lc.keep_alive_timeout_s = c.keep_alive_timeout_s;
+  lc.max_header_bytes = c.max_header_bytes;
+  lc.max_loop_body_bytes = c.max_body_bytes;
+  // Streams hold a worker each; the rest serve the short requests next to them.
+  lc.worker_threads = c.http_threads > 0 ? c.http_threads : c.max_concurrent_requests + 16;
+  // Must answer while every worker is busy with a stream.
+  lc.reserved_paths = {"/health", "/metrics"};
+  StatusOr<int> port = impl_->http.bind_socket(lc);
   if (!port.ok()) return port.status();
   impl_->bound_port = *port;
   return OkStatus();

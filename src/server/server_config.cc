@@ -21,6 +21,10 @@ Status ServerConfig::validate() const {
     return InvalidArgument("--http-threads must exceed --max-concurrent-requests (streams hold a thread each)");
   if (listen_backlog < 1 || listen_backlog > 65535) return InvalidArgument("--listen-backlog must be in [1, 65535]");
   if (keep_alive_max < 1) return InvalidArgument("--keep-alive-max-requests must be at least 1");
+  const auto seconds_ok = [](double s) { return s > 0 && s <= 86400; };
+  if (!seconds_ok(header_timeout_s)) return InvalidArgument("--header-timeout must be in (0, 86400] seconds");
+  if (!seconds_ok(body_timeout_s)) return InvalidArgument("--body-timeout must be in (0, 86400] seconds");
+  if (!seconds_ok(keep_alive_timeout_s)) return InvalidArgument("--keep-alive-timeout must be in (0, 86400] seconds");
   for (const std::string& o : allowed_origins) {
     const bool url = o.rfind("http://", 0) == 0 || o.rfind("https://", 0) == 0;
     const size_t host_at = o.find("://") + 3;

@@ -27,6 +27,13 @@ struct ServerConfig {
   bool chat_page = true;                  // serve the chat page at GET /
   int32_t listen_backlog = 1024;          // kernel queue of not yet accepted connections
   int32_t keep_alive_max = 1000;          // requests per connection (nginx's default)
+  // Per-connection deadlines of the event loop (docs/SERVER.md): a request's header must
+  // arrive within header_timeout_s of its first byte (of the connection's start, for the
+  // first request), its body within body_timeout_s of the header; a keep-alive connection may
+  // wait keep_alive_timeout_s for its next request (uvicorn's and so vLLM's default, 5 s).
+  double header_timeout_s = 10;
+  double body_timeout_s = 30;
+  double keep_alive_timeout_s = 5;
   // Origins (scheme://host[:port]) whose browser pages may call the API; "*" = any. Empty =
   // same-origin only: no CORS headers, and cross-origin requests get 403.
   std::vector<std::string> allowed_origins;
