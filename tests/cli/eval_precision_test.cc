@@ -51,27 +51,35 @@ TEST(EvalPrecision, SmolLM2Fp8WeightsAgainstBf16) {
 
 // W8A8 as the GPU runs FP8 (activations quantized per token, emulated on the CPU): the
 // error-compensating rounding, calibrated on 6 lines of bench/precision/calibration.txt (never
-// evaluated), on 10 prompts it did not see. Round-to-nearest measured mean cosine 0.9900 and
-// mean KL 0.053 on these prompts, GPTQ 0.9945 and 0.026; the bounds sit between the two, so
-// a rounding that compensates nothing fails. docs/FP8.md has the full measurement.
+// evaluated), against round-to-nearest on the same 10 prompts it did not see, in the same run
+// (the CPU's SIMD path changes the last bits of both, so the comparison is made on one machine:
+// an AVX-512 machine measured cosine 0.9900 / KL 0.053 for round-to-nearest and 0.9945 / 0.026
+// for GPTQ, an AVX2-only one 0.9915 / 0.049 and 0.9912 / 0.031). GPTQ must cut the mean KL by a
+// fifth and keep at least round-to-nearest's top-1 agreement, so a rounding that compensates
+// nothing fails. docs/FP8.md has the full measurement.
 TEST(EvalPrecision, SmolLM2GptqBeatsRoundToNearestUnderW8a8) {
   const std::string model = testing::default_model();
   ASSERT_FALSE(model.empty()) << "the default model is missing (make model)";
   const std::string bench = testing::source_dir() + "/bench/precision/";
   const std::string cal = testing::make_temp_dir() + "/cal.txt";
   ASSERT_EQ(testing::run_command("grep -v '^#' " + bench + "calibration.txt | head -n 6 > " + cal, nullptr), 0);
+  const std::string common =
+      "--model " + model + " --quantization fp8 --w8a8 --prompts " + bench + "prompts.txt --max-prompts 10";
   int rc = 0;
-  nlohmann::json j = run_json("--model " + model + " --quantization fp8 --w8a8 --prompts " + bench +
-                                  "prompts.txt --max-prompts 10 --fp8-rounding gptq --calibrate " + cal,
-                              &rc);
+  nlohmann::json g = run_json(common + " --fp8-rounding gptq --calibrate " + cal, &rc);
   ASSERT_EQ(rc, 0);
-  ASSERT_TRUE(j.is_object());
-  EXPECT_EQ(j["fp8_rounding"], "gptq");
-  EXPECT_EQ(j["w8a8"], true);
-  const auto& p = j["prompt_agreement"];
-  EXPECT_GE(p["mean_cosine"].get<double>(), 0.993) << j.dump(1);
-  EXPECT_LE(p["mean_kl"].get<double>(), 0.04) << j.dump(1);
-  EXPECT_GE(p["top1_agreement"].get<double>(), 0.88) << j.dump(1);
+  ASSERT_TRUE(g.is_object());
+  EXPECT_EQ(g["fp8_rounding"], "gptq");
+  EXPECT_EQ(g["w8a8"], true);
+  nlohmann::json r = run_json(common + " --fp8-rounding nearest", &rc);
+  ASSERT_EQ(rc, 0);
+  ASSERT_TRUE(r.is_object());
+  const auto& pg = g["prompt_agreement"];
+  const auto& pr = r["prompt_agreement"];
+  EXPECT_LE(pg["mean_kl"].get<double>(), 0.8 * pr["mean_kl"].get<double>()) << g.dump(1) << r.dump(1);
+  EXPECT_GE(pg["top1_agreement"].get<double>(), pr["top1_agreement"].get<double>()) << g.dump(1) << r.dump(1);
+  EXPECT_LE(pg["mean_kl"].get<double>(), 0.04) << g.dump(1);
+  EXPECT_GE(pg["mean_cosine"].get<double>(), 0.99) << g.dump(1);
 }
 
 // An FP8 KV cache alone (BF16 weights): the JSON report has no rounding to name (it was a
