@@ -79,7 +79,9 @@ TEST(EvalPrecision, SmolLM2GptqBeatsRoundToNearestUnderW8a8) {
   EXPECT_LE(pg["mean_kl"].get<double>(), 0.8 * pr["mean_kl"].get<double>()) << g.dump(1) << r.dump(1);
   EXPECT_GE(pg["top1_agreement"].get<double>(), pr["top1_agreement"].get<double>()) << g.dump(1) << r.dump(1);
   EXPECT_LE(pg["mean_kl"].get<double>(), 0.04) << g.dump(1);
-  EXPECT_GE(pg["mean_cosine"].get<double>(), 0.99) << g.dump(1);
+  // The absolute bound measured on the AVX-512 machine holds there.
+  __builtin_cpu_init();
+  EXPECT_GE(pg["mean_cosine"].get<double>(), __builtin_cpu_supports("avx512f") ? 0.993 : 0.99) << g.dump(1);
 }
 
 // An FP8 KV cache alone (BF16 weights): the JSON report has no rounding to name (it was a

@@ -7,10 +7,10 @@
 // the two engines' logits differ by ~0.2-0.3 rms (up to ~0.9) on this model. Hence:
 //  - the cases listed in kExact must match llama.cpp token for token;
 //  - every other case may leave llama.cpp's path only at a near-tie: at the first differing
-//    step, llama.cpp's token must be within kTieBound logits of our top-1. Observed gaps are
-//    0.005-0.19 where the CPU backend runs its AVX-512 kernels, and up to 0.38 on an AVX2-only
-//    CPU (another float summation order, within the logit spread above); a real numerical bug
-//    (wrong scale, block or row) moves logits by whole units and breaks the exact cases.
+//    step, llama.cpp's token must be within tie_bound() logits of our top-1. Observed gaps are
+//    0.005-0.19 where the CPU backend runs its AVX-512 kernels (bound 0.25), and up to 0.38 on an
+//    AVX2-only CPU (bound 0.5); a real numerical bug (wrong scale, block or row) moves logits by
+//    whole units and breaks the exact cases.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -31,7 +31,12 @@
 namespace lancet {
 namespace {
 
-constexpr float kTieBound = 0.5f;
+// The reference and the gaps above were measured where the CPU backend runs AVX-512 kernels;
+// an AVX2-only CPU sums in another order (one gap 0.38, inside the spread above).
+float tie_bound() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") ? 0.25f : 0.5f;
+}
 // Cases whose 32 greedy tokens (or all tokens up to EOS) equal llama.cpp's.
 const std::set<std::string> kExact = {"q0", "q6"};
 
@@ -83,7 +88,7 @@ TEST(LlamaCppParity, GreedyContinuationsMatchOrDivergeAtTies) {
     if (kExact.count(name)) {
       EXPECT_LT(agree, 0) << name << " must match llama.cpp exactly; first difference at step " << agree;
     } else if (agree >= 0) {
-      EXPECT_LT(gap, kTieBound) << name << ": at step " << agree << " llama.cpp's token " << want[agree]
+      EXPECT_LT(gap, tie_bound()) << name << ": at step " << agree << " llama.cpp's token " << want[agree]
                                 << " is " << gap << " logits below our top-1 (not a tie)";
     }
     ++checked;
