@@ -14,8 +14,8 @@
 // Where a kernel calls it matters (measured on an H200, batch-1 decode of the Llama-3-8B shape):
 // at the start of every kernel, waiting grids pile up and crowd out the running one (FP8: 228
 // against 299 tok/s); right after every kernel's own pdl_wait() (at most two grids overlap) it
-// still cost 4% in BF16 and 6% in FP8 against the placement below (the gemvs after their main
-// loop, the other kernels at their exit).
+// still cost 4% in BF16 and 6% in FP8 against the placement the kernels use (the gemvs and the
+// decode attention after their main loop, the other kernels at their exit).
 // On sm_80 both are no-ops and launch_pdl launches normally.
 #pragma once
 
