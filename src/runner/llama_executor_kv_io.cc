@@ -51,21 +51,35 @@ KvBlockLayout LlamaExecutor::kv_block_layout() const {
   return out;
 }
 
+namespace {
+
+// Every rank's share of one block, rank after rank: copy(be, layers, offset) moves one rank's
+// share at that offset of the host buffer.
+template <typename Copy>
+Status for_each_rank_share(LlamaModel& model, const std::vector<std::unique_ptr<KvBuffers>>& kv, BlockId block,
+                           Copy&& copy) {
+  size_t at = 0;
+  for (size_t r = 0; r < kv.size(); ++r) {
+    Backend& be = model.backend(static_cast<int>(r));
+    RETURN_IF_ERROR(be.make_current());
+    const std::vector<KvCacheLayer> layers = rank_layers(*kv[r]);
+    ASSIGN_OR_RETURN(const size_t bytes, kv_block_host_bytes(layers, block));
+    RETURN_IF_ERROR(copy(be, layers, at));
+    at += 2 * bytes * layers.size();
+  }
+  return model.backend(0).make_current();
+}
+
+}  // namespace
+
 Status LlamaExecutor::read_kv_block(BlockId block, std::span<uint8_t> out) {
   const KvBlockLayout layout = kv_block_layout();
   if (static_cast<int64_t>(out.size()) != layout.payload_bytes())
     return InvalidArgument("read_kv_block: " + std::to_string(out.size()) + " bytes for a block of " +
                            std::to_string(layout.payload_bytes()));
-  size_t at = 0;
-  for (size_t r = 0; r < kv_.size(); ++r) {
-    Backend& be = model_.backend(static_cast<int>(r));
-    RETURN_IF_ERROR(be.make_current());
-    const std::vector<KvCacheLayer> layers = rank_layers(*kv_[r]);
-    ASSIGN_OR_RETURN(const size_t bytes, kv_block_host_bytes(layers, block));
-    RETURN_IF_ERROR(be.kv_block_read(layers, block, out.data() + at));
-    at += 2 * bytes * layers.size();
-  }
-  return model_.backend(0).make_current();
+  return for_each_rank_share(model_, kv_, block, [&](Backend& be, const std::vector<KvCacheLayer>& layers, size_t at) {
+    return be.kv_block_read(layers, block, out.data() + at);
+  });
 }
 
 Status LlamaExecutor::write_kv_block(BlockId block, std::span<const uint8_t> in) {
@@ -73,16 +87,9 @@ Status LlamaExecutor::write_kv_block(BlockId block, std::span<const uint8_t> in)
   if (static_cast<int64_t>(in.size()) != layout.payload_bytes())
     return InvalidArgument("write_kv_block: " + std::to_string(in.size()) + " bytes for a block of " +
                            std::to_string(layout.payload_bytes()));
-  size_t at = 0;
-  for (size_t r = 0; r < kv_.size(); ++r) {
-    Backend& be = model_.backend(static_cast<int>(r));
-    RETURN_IF_ERROR(be.make_current());
-    const std::vector<KvCacheLayer> layers = rank_layers(*kv_[r]);
-    ASSIGN_OR_RETURN(const size_t bytes, kv_block_host_bytes(layers, block));
-    RETURN_IF_ERROR(be.kv_block_write(layers, block, in.data() + at));
-    at += 2 * bytes * layers.size();
-  }
-  return model_.backend(0).make_current();
+  return for_each_rank_share(model_, kv_, block, [&](Backend& be, const std::vector<KvCacheLayer>& layers, size_t at) {
+    return be.kv_block_write(layers, block, in.data() + at);
+  });
 }
 
 }  // namespace lancet
