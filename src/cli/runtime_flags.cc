@@ -48,9 +48,11 @@ void add_runtime_flags(CLI::App& app, RuntimeConfig* c) {
   app.add_option("--kv-offload-queue-bytes", c->kv_offload.queue_bytes,
                  "blocks waiting to be written to Redis, at most (more are dropped)")
       ->capture_default_str();
-  app.add_flag("--async-scheduling,!--no-async-scheduling", c->async_scheduling,
-               "schedule and prepare the next step while the device runs the current one; tokens reach the "
-               "host one step later (default off)");
+  // Given: on or off (--async-scheduling=false too, as a config file writes it); absent: by backend.
+  app.add_flag_function(
+      "--async-scheduling,!--no-async-scheduling", [c](int64_t count) { c->async_scheduling = count > 0; },
+      "schedule and prepare the next step while the device runs the current one; tokens reach the host one step "
+      "later (default: on with --backend cuda, off on the CPU)");
   app.add_option("--chat-template", c->chat_template, "chat template file or text (default: the model's)");
   app.add_option("--kv-cache-dtype", c->kv_cache_dtype, "auto, float32, bfloat16 or fp8 (fp8_e4m3: E4M3 with per-layer K/V scales from the checkpoint, else calibrated at start)")->capture_default_str();
   app.add_option("--quantization", c->quantization,

@@ -51,6 +51,7 @@ void StepFeatures::add_chunk(int64_t start, int64_t n) {
     decode_context += start + 1;
   } else {
     prompt_pairs += static_cast<double>(n) * static_cast<double>(start) + 0.5 * static_cast<double>(n) * (n + 1);
+    largest_chunk = std::max(largest_chunk, n);
   }
 }
 
@@ -74,6 +75,7 @@ void StepCostModel::observe(const StepFeatures& f, double ms) {
   }
   ++steps_;
   if (f.prompt_pairs > 0) ++prompt_steps_;
+  largest_chunk_ = std::max(largest_chunk_, f.largest_chunk);
   refit();
 }
 
@@ -123,6 +125,7 @@ double StepCostModel::chunk_ms(int64_t start, int64_t n) const {
 
 int64_t StepCostModel::max_chunk(int64_t start, int64_t want, double ms) const {
   if (want <= 0 || ms <= 0) return 0;
+  if (largest_chunk_ > 0) want = std::min(want, 2 * largest_chunk_);
   if (chunk_ms(start, want) <= ms) return want;
   // chunk_ms grows with n: bisect for the largest n that fits.
   int64_t lo = 0, hi = want;  // chunk_ms(lo) <= ms < chunk_ms(hi)

@@ -7,6 +7,12 @@
 // the cost of a token changes with the batch and the context), coefficients kept >= 0, and its
 // predictions scaled by the recent ratio of measured to predicted times (a scheduler that
 // sizes chunks by the model makes every step look alike to the fit, which then adapts slowly).
+// The fit is trusted only near what it has seen: max_chunk never returns a chunk of more than
+// twice the largest chunk of a measured step. A fit to steps of decodes and short prompts sees
+// the per-token cost of weight-bound passes, which underestimates a compute-bound chunk of
+// thousands of tokens several times over (on an H200, 8B shape: a 90 ms budget met at the
+// median and exceeded 6x at p99 while a 128K prompt was prefilled in chunks of up to 8192);
+// doubling, each step measured, reaches any chunk size in a few steps without such overshoot.
 #pragma once
 
 #include <array>
@@ -18,6 +24,7 @@ struct StepFeatures {
   int64_t tokens = 0;         // tokens computed (prompt, decode and draft)
   double prompt_pairs = 0;    // query-key pairs of the chunks of more than one token
   int64_t decode_context = 0;  // context tokens of the one-token rows (positions + 1)
+  int64_t largest_chunk = 0;   // tokens of its largest chunk of more than one token
   // A chunk of n tokens of a sequence with `start` tokens already computed.
   void add_chunk(int64_t start, int64_t n);
 };
@@ -36,8 +43,10 @@ class StepCostModel {
   double step_ms() const;
   double decode_row_ms(int64_t context) const;
   double chunk_ms(int64_t start, int64_t n) const;
-  // The largest n <= want whose chunk_ms(start, n) <= ms (0 when not even one token fits).
+  // The largest n <= want whose chunk_ms(start, n) <= ms (0 when not even one token fits), and
+  // at most 2 * largest_chunk_seen() (when any chunk was seen).
   int64_t max_chunk(int64_t start, int64_t want, double ms) const;
+  int64_t largest_chunk_seen() const { return largest_chunk_; }
   const std::array<double, 4>& coefficients() const { return coef_; }  // ms per feature unit
   double bias() const { return bias_; }  // measured / fitted time, recent steps
 
@@ -54,6 +63,7 @@ class StepCostModel {
   double bias_ = 1.0;
   int64_t steps_ = 0;
   int64_t prompt_steps_ = 0;
+  int64_t largest_chunk_ = 0;
   bool fitted_ = false;
 };
 

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -50,7 +51,10 @@ struct RuntimeConfig {
   int64_t low_priority_prefill_tokens = 0;
   bool enable_prefix_caching = true;
   // Schedule and prepare step N+1 while the device runs step N (EngineConfig::async_scheduling).
-  bool async_scheduling = false;
+  // Unset: on with the CUDA backend (same tokens, 3-4% more throughput on an H200,
+  // docs/BENCHMARKS.md run R), off on the CPU, whose steps run on the thread that would
+  // prepare the next one.
+  std::optional<bool> async_scheduling;
   std::string chat_template;         // a file path or the template text; "" = the model's
   std::string kv_cache_dtype = "auto";
   std::string quantization;          // "" or "fp8" (online quantization)

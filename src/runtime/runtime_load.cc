@@ -65,6 +65,9 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::create(const RuntimeConfig& config) 
     LOG_INFO("scheduler: --max-num-seqs " << rt->config_.max_num_seqs << (config.max_num_seqs == 0 ? " (chosen)" : "")
                                           << ", --max-num-batched-tokens " << rt->config_.max_num_batched_tokens
                                           << (config.max_num_batched_tokens == 0 ? " (chosen)" : ""));
+  rt->config_.async_scheduling = config.async_scheduling.value_or(config.backend == "cuda");
+  LOG_INFO("scheduler: asynchronous scheduling " << (*rt->config_.async_scheduling ? "on" : "off")
+                                                 << (config.async_scheduling ? "" : " (chosen)"));
   RETURN_IF_ERROR(rt->assemble(num_blocks));
   return rt;
 }
@@ -244,7 +247,7 @@ EngineConfig Runtime::engine_config() const {
   ec.scheduler.max_step_ms = config_.max_step_ms;
   ec.scheduler.low_priority_prefill_tokens = config_.low_priority_prefill_tokens;
   ec.enable_prefix_caching = config_.enable_prefix_caching;
-  ec.async_scheduling = config_.async_scheduling;
+  ec.async_scheduling = config_.async_scheduling.value_or(config_.backend == "cuda");
   for (int64_t e : mc.eos_token_ids) ec.eos_token_ids.push_back(static_cast<int32_t>(e));
   if (tokenizer_) {
     const SpecialTokenIds& ids = tokenizer_->special_ids();

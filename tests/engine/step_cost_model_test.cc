@@ -1,6 +1,7 @@
 // StepCostModel: the fit recovers a known linear step cost exactly, keeps coefficients
 // non-negative, follows a cost that changes (forgetting), is not used before it has seen
-// prompt steps, and max_chunk returns the largest chunk within a time.
+// prompt steps, and max_chunk returns the largest chunk within a time and at most twice the
+// largest chunk it has measured.
 #include "engine/step_cost_model.h"
 
 #include <gtest/gtest.h>
@@ -108,6 +109,36 @@ TEST(StepCostModel, MaxChunkIsTheLargestThatFits) {
   EXPECT_EQ(m.max_chunk(0, 100, 1000.0), 100);  // all of it fits
   EXPECT_EQ(m.max_chunk(0, 100, 0.0), 0);
   EXPECT_EQ(m.max_chunk(0, 100, 0.001), 0);  // not even one token
+}
+
+// Fitted to short chunks only, a model whose time budget admits a much longer chunk gives at
+// most twice the longest measured chunk, and grows that bound as longer chunks are measured.
+TEST(StepCostModel, MaxChunkGrowsAtMostTwofoldPastWhatWasMeasured) {
+  StepCostModel m;
+  std::mt19937 rng(9);
+  for (int i = 0; i < 40; ++i) {
+    StepFeatures f;
+    for (int d = 0; d < 16; ++d) f.add_chunk(300 + rng() % 200, 1);
+    if (i % 2) f.add_chunk(0, 64 + static_cast<int64_t>(rng() % 193));  // chunks of 64..256 tokens
+    m.observe(f, true_ms(f));
+  }
+  ASSERT_TRUE(m.fitted());
+  EXPECT_EQ(m.largest_chunk_seen(), 256) << "the seed's chunks reach 256";
+  // The fit alone would allow 8192 tokens in 1000 ms (3 + 0.02 * 8192 + pairs < 1000).
+  EXPECT_LT(m.chunk_ms(0, 8192), 1000.0);
+  EXPECT_EQ(m.max_chunk(0, 8192, 1000.0), 512);
+  EXPECT_EQ(m.max_chunk(0, 300, 1000.0), 300);  // below the bound: as asked
+  // Each measured step lets the next one double.
+  for (int64_t want : {512, 1024, 2048, 4096}) {
+    StepFeatures f;
+    f.add_chunk(0, want);
+    m.observe(f, true_ms(f));
+    EXPECT_EQ(m.max_chunk(0, 8192, 1000.0), std::min<int64_t>(2 * want, 8192)) << want;
+  }
+  // The time budget still cuts below the bound.
+  const int64_t n = m.max_chunk(50000, 8192, 50.0);
+  EXPECT_LE(m.chunk_ms(50000, n), 50.0);
+  EXPECT_GT(m.chunk_ms(50000, n + 1), 50.0);
 }
 
 TEST(StepCostModel, IgnoresInvalidTimes) {

@@ -53,13 +53,17 @@ GenerationRequest greedy_request(std::vector<int32_t> prompt, int32_t max_tokens
   return r;
 }
 
-// LANCET_ASYNC_TEST_BACKEND=cuda runs these on the GPU (exact activation precision, so that
-// greedy continuations follow the f32 references there too).
+// LANCET_ASYNC_TEST_BACKEND=cuda runs these on the GPU (exact activation precision and an f32
+// KV cache, so that greedy continuations follow the f32 references there too and the KV budget
+// that forces preemption below holds as many tokens as on the CPU).
 std::unique_ptr<Runtime> make(RuntimeConfig rc, bool async) {
   rc.async_scheduling = async;
   if (const char* b = std::getenv("LANCET_ASYNC_TEST_BACKEND")) {
     rc.backend = b;
-    if (rc.backend == "cuda") rc.activation_precision = "exact";
+    if (rc.backend == "cuda") {
+      rc.activation_precision = "exact";
+      rc.kv_cache_dtype = "float32";
+    }
   }
   auto rt = Runtime::create(rc);
   EXPECT_TRUE(rt.ok()) << rt.status().to_string();

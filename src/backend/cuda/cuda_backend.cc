@@ -305,8 +305,10 @@ Status CudaBackend::rms_norm(const RmsNormArgs& a) {
   // Rows that will take a cuBLASLt GEMM (more than kGemvMaxRows) are also written in the GEMMs'
   // input type here, in the pass that writes them, instead of by the next matmul (prepared_ in
   // cuda_backend.h): quantized to FP8 with FP8 weights (dims that FP8 weights can have),
-  // rounded to BF16 otherwise (fast precision; exact precision splits x in the matmul).
-  if (a.rows > kGemvMaxRows && has_fp8_weights_ && a.dim % 16 == 0) {
+  // rounded to BF16 otherwise (fast precision; exact precision splits x in the matmul). FP8
+  // rows for the gemv too where it runs on the FP8 tensor cores: its CTAs then copy the codes
+  // instead of each quantizing x again.
+  if (has_fp8_weights_ && a.dim % 16 == 0 && (a.rows > kGemvMaxRows || gemv_fp8_mma_supported())) {
     RETURN_IF_ERROR(ensure_scratch(&x_fp8_, static_cast<size_t>(a.rows * a.dim)));
     RETURN_IF_ERROR(ensure_scratch(&x_scale_, static_cast<size_t>(a.rows) * sizeof(float)));
     RETURN_IF_ERROR(launch_status(launch_rms_norm_quantize_fp8(a, x_fp8_.data(), x_scale_.as<float>(), ctx_->stream),

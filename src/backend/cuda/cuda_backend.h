@@ -20,6 +20,8 @@
 
 namespace lancet::cuda {
 
+struct GemvParams;  // kernels.h
+
 // Owns the stream; buffers keep it alive through shared_ptr so a Buffer freed after the
 // backend still releases its memory in stream order.
 struct CudaContext {
@@ -146,6 +148,9 @@ class CudaBackend final : public Backend {
   Status gemm_cublas(const void* xin, int64_t n, const WeightMatrix& w, void* y, GemmKind kind,
                      const float* x_scale = nullptr, float beta = 0.0f, GemmOut out = GemmOut::kF32);
   Status prepare_gemm_input(const float* x, int64_t n, int64_t k, bool fp8);
+  // The gemv's x as its producer quantized it (p->xq / p->xq_scale from x_fp8_ / x_scale_), when
+  // the record says so and the FP8 tensor-core gemv runs; consumes the record either way.
+  void take_prepared_gemv_input(GemvParams* p, DType weights);
   // y = x . W^T from the prepared input. FP8 without outer-vector scaling: rescale = false
   // leaves y unscaled (x_q . W_q^T) for an epilogue that applies the scales.
   Status gemm_prepared(int64_t n, const WeightMatrix& w, float* y, bool rescale = true);
@@ -176,7 +181,8 @@ class CudaBackend final : public Backend {
   //    (the producers set it after their own launch), as do copy_to_device, zero and alloc
   //    (a new buffer, written by the upload that follows, may reuse a freed input's address);
   //  - prepare_gemm_input, which matmul, matmul_multi and matmul_gate_up_silu call before
-  //    launching anything, is its only reader and consumes it (so matmul_multi's q/k/v GEMMs
+  //    launching anything, and take_prepared_gemv_input, their gemv path's, are its only readers
+  //    and consume it (so matmul_multi's q/k/v GEMMs
   //    share the norm's quantization, and nothing can have written x or x_fp8_ in between);
   //  - it holds capturing_ at the time it was set and counts only in the same mode: a
   //    quantization that ran eagerly is not in a graph being captured, and one recorded in a

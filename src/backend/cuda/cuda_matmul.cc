@@ -1,6 +1,7 @@
 // Linear layers y[n, m] = x[n, k] . W[m, k]^T on the CUDA backend, for BF16 and FP8 E4M3 weights:
 //  - n <= kGemvMaxRows (decode): our bandwidth-bound gemv kernel reads W once, straight from
-//    f32 x; q/k/v share one launch and gate/up/SiLU*mul another.
+//    f32 x (FP8 weights: from x's FP8 codes when rms_norm wrote them, prepared_ below); q/k/v
+//    share one launch and gate/up/SiLU*mul another.
 //  - BF16, larger n: cuBLASLt with x converted to BF16 on the device, FP32 accumulation and output
 //    (ActivationPrecision::kExact: x split into bf16 hi + lo and both multiplied, accumulating).
 //    In fast precision the conversion is skipped when the op that produced x wrote its BF16 copy
@@ -187,6 +188,15 @@ Status CudaBackend::prepare_gemm_input(const float* x, int64_t n, int64_t k, boo
   return launch_status(launch_f32_to_bf16(x, x_bf16_.data(), n * k, ctx_->stream), "matmul: convert x");
 }
 
+void CudaBackend::take_prepared_gemv_input(GemvParams* p, DType weights) {
+  const PreparedInput rec = prepared_;
+  clear_prepared_input();
+  if (weights != DType::kF8E4M3 || !gemv_fp8_mma_supported()) return;
+  if (rec.x != p->x || rec.n != p->n || rec.k != p->k || !rec.fp8 || rec.capturing != capturing_) return;
+  p->xq = x_fp8_.data();
+  p->xq_scale = x_scale_.as<float>();
+}
+
 Status CudaBackend::gemm_prepared(int64_t n, const WeightMatrix& w, float* y, bool rescale) {
   if (w.dtype != DType::kF8E4M3) {
     RETURN_IF_ERROR(gemm_cublas(x_bf16_.data(), n, w, y, GemmKind::kBf16));
@@ -224,6 +234,7 @@ Status CudaBackend::matmul(const float* x, int64_t n, const WeightMatrix& w, flo
     p.seg[0] = segment(w, y);
     p.num_segments = 1;
     p.total_rows = w.rows;
+    take_prepared_gemv_input(&p, w.dtype);
     return launch_status(launch_gemv(p, w.dtype == DType::kF8E4M3, ctx_->stream), ("matmul " + w.name).c_str());
   }
   RETURN_IF_ERROR(prepare_gemm_input(x, n, w.cols, w.dtype == DType::kF8E4M3));
@@ -254,6 +265,7 @@ Status CudaBackend::matmul_multi(const float* x, int64_t n, std::span<const Weig
       p.total_rows += ws[i]->rows;
     }
     p.num_segments = static_cast<int>(ws.size());
+    take_prepared_gemv_input(&p, ws[0]->dtype);
     return launch_status(launch_gemv(p, ws[0]->dtype == DType::kF8E4M3, ctx_->stream), "matmul_multi");
   }
   RETURN_IF_ERROR(prepare_gemm_input(x, n, ws[0]->cols, ws[0]->dtype == DType::kF8E4M3));
@@ -282,6 +294,7 @@ Status CudaBackend::matmul_gate_up_silu(const float* x, int64_t n, const WeightM
     p.total_rows = gate.rows;
     p.silu = true;
     p.act = act;
+    take_prepared_gemv_input(&p, gate.dtype);
     return launch_status(launch_gemv(p, gate.dtype == DType::kF8E4M3, ctx_->stream), "matmul_gate_up_silu");
   }
   RETURN_IF_ERROR(prepare_gemm_input(x, n, gate.cols, gate.dtype == DType::kF8E4M3));

@@ -4,9 +4,11 @@
 // delivers bytes, so the conversion-free path is the tensor cores' own FP8 product:
 //  - a CTA owns a tile of 16 weight rows (SILU: 16 gate rows and the same 16 up rows), the M of
 //    an m16n8k32 MMA; its 8 warps split K and their partial sums meet in shared memory;
-//  - x's rows are the MMA's N (<= 8 columns; the rest are zero) and are quantized per row inside
-//    every CTA, straight from f32 x, with the rule every FP8 producer shares (kernels.h), so no
-//    separate quantization kernel runs and a CTA's result does not depend on any other's;
+//  - x's rows are the MMA's N (<= 8 columns; the rest are zero). When the kernel that produced x
+//    also quantized it (rms_norm: GemvParams::xq), every CTA copies those codes into shared memory;
+//    otherwise every CTA quantizes x per row itself, straight from f32 x, with the rule every FP8
+//    producer shares (kernels.h), so no separate quantization kernel runs and a CTA's result does
+//    not depend on any other's. Both give the same bytes, so the same result bit for bit;
 //  - each lane streams 16 contiguous bytes of two rows per 64-byte k-block (L1-bypassing loads,
 //    two stages of KS k-blocks in flight, both issued before pdl_wait: weights are constant;
 //    KS = 4 for plain rows of k >= kDeepStageK, which measured faster there on an H200 (down
@@ -140,7 +142,22 @@ __device__ void quantize_x(const float* __restrict__ x, int n, int64_t k, int64_
   __syncthreads();
 }
 
-template <bool SILU, int KS>
+// x's codes as its producer quantized them ([n, k] e4m3, rows 16-byte aligned) and their scales
+// into shared memory in quantize_x's layout: one L2 read of n * k bytes instead of two passes over
+// x's f32 rows and a block reduction.
+__device__ void copy_x(const unsigned char* __restrict__ xq, const float* __restrict__ scale, int n, int64_t k,
+                       int64_t xstride, unsigned char* xs, float* xscale) {
+  const int64_t chunks = xstride / 16;  // per row, zero past k
+  for (int64_t i = threadIdx.x; i < n * chunks; i += kThreads) {
+    const int64_t b = i / chunks, c = i % chunks * 16;
+    const uint4 v = c < k ? __ldg(reinterpret_cast<const uint4*>(xq + b * k + c)) : make_uint4(0, 0, 0, 0);
+    *reinterpret_cast<uint4*>(xs + b * xstride + c) = v;
+  }
+  if (threadIdx.x < n) xscale[threadIdx.x] = __ldg(scale + threadIdx.x);
+  __syncthreads();
+}
+
+template <bool SILU, int KS, bool PREPARED>
 __global__ void __launch_bounds__(kThreads) gemv_fp8_kernel(const GemvParams p, int64_t xstride) {
   constexpr int M = SILU ? 2 : 1;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -164,7 +181,10 @@ __global__ void __launch_bounds__(kThreads) gemv_fp8_kernel(const GemvParams p, 
   unsigned char* xq = smem;                                               // [n][xstride]
   float* xscale = reinterpret_cast<float*>(smem + n * xstride);           // [n]
   float* red = xscale + kGemvMaxRows;                                     // [kWarps][M][16][8]
-  quantize_x(p.x, n, p.k, xstride, xq, xscale, red);
+  if constexpr (PREPARED)
+    copy_x(static_cast<const unsigned char*>(p.xq), p.xq_scale, n, p.k, xstride, xq, xscale);
+  else
+    quantize_x(p.x, n, p.k, xstride, xq, xscale, red);
 
   float acc[M][4];
 #pragma unroll
@@ -209,16 +229,16 @@ __global__ void __launch_bounds__(kThreads) gemv_fp8_kernel(const GemvParams p, 
   }
 }
 
-template <bool SILU, int KS>
+template <bool SILU, int KS, bool PREPARED>
 cudaError_t launch_typed(const GemvParams& p, cudaStream_t s) {
   const int64_t xstride = (p.k + kBlock - 1) / kBlock * kBlock + kXPad;
   const int64_t smem = p.n * xstride + kGemvMaxRows * 4 + kWarps * (SILU ? 2 : 1) * kTileRows * 8 * 4;
   if (smem > kMaxSmem) return cudaErrorInvalidValue;
   // The opt-in is made once per device, so for the largest size any launch uses.
-  cudaError_t e = allow_dynamic_smem<gemv_fp8_kernel<SILU, KS>>(kMaxSmem);
+  cudaError_t e = allow_dynamic_smem<gemv_fp8_kernel<SILU, KS, PREPARED>>(kMaxSmem);
   if (e != cudaSuccess) return e;
   const int64_t grid = (p.total_rows + kTileRows - 1) / kTileRows;
-  return launch_pdl(gemv_fp8_kernel<SILU, KS>, dim3(static_cast<unsigned>(grid)), dim3(kThreads),
+  return launch_pdl(gemv_fp8_kernel<SILU, KS, PREPARED>, dim3(static_cast<unsigned>(grid)), dim3(kThreads),
                     static_cast<size_t>(smem), s, p, xstride);
 }
 
@@ -230,8 +250,13 @@ cudaError_t launch_gemv_fp8_mma(const GemvParams& p, cudaStream_t s) {
   if (p.n < 1 || p.n > kGemvMaxRows || p.k % 16 != 0 || p.num_segments < 1 || p.num_segments > 3 ||
       p.total_rows <= 0 || (p.silu && (p.num_segments != 2 || !p.act)))
     return cudaErrorInvalidValue;
-  if (p.silu) return launch_typed<true, 2>(p, s);
-  return p.k >= kDeepStageK ? launch_typed<false, 4>(p, s) : launch_typed<false, 2>(p, s);
+  if (p.xq) {
+    if (!p.xq_scale || reinterpret_cast<uintptr_t>(p.xq) % 16 != 0) return cudaErrorInvalidValue;
+    if (p.silu) return launch_typed<true, 2, true>(p, s);
+    return p.k >= kDeepStageK ? launch_typed<false, 4, true>(p, s) : launch_typed<false, 2, true>(p, s);
+  }
+  if (p.silu) return launch_typed<true, 2, false>(p, s);
+  return p.k >= kDeepStageK ? launch_typed<false, 4, false>(p, s) : launch_typed<false, 2, false>(p, s);
 }
 
 }  // namespace lancet::cuda

@@ -140,6 +140,11 @@ struct GemvParams {
   int64_t total_rows = 0;    // sum of segment rows (silu: segment 0's rows)
   bool silu = false;
   float* act = nullptr;      // [n, seg[0].rows] with silu
+  // FP8 weights on the tensor-core path (launch_gemv_fp8_mma): x as its producer already
+  // quantized it with the shared per-row rule below (rms_norm's FP8 variant), [n, k] e4m3 codes
+  // (16-byte aligned) and [n] scales; null: the kernel quantizes x itself (same bytes).
+  const void* xq = nullptr;
+  const float* xq_scale = nullptr;
 };
 
 // k must be a multiple of this (the 16-byte weight load) and W rows 16-byte aligned.
