@@ -93,7 +93,7 @@ int cmd_doc(int argc, char** argv) {
   const std::unique_ptr<server::ServingModel> model = server::make_runtime_model(&r);
   documents::DocModel dm;
   dm.count_tokens = [&](const std::string& t) { return static_cast<int64_t>(r.tokenizer()->encode(t).size()); };
-  dm.encode_chat = [&](const nlohmann::ordered_json& m) { return model->encode_chat(m, true); };
+  dm.encode_chat = [&](const nlohmann::ordered_json& m) { return model->encode_chat(m, server::ChatEnding{}); };
   dm.max_model_len = r.max_model_len();
   auto prompt = documents::build_document_prompt(*doc, *req, block_tokens, sp.max_tokens, dm);
   if (!prompt.ok()) return fail(prompt.status().with_context(file));

@@ -78,8 +78,9 @@ std::optional<ApiError> CompletionSession::encode_prompts(std::vector<std::vecto
   const std::string param = chat() ? "messages" : "prompt";
   if (chat()) {
     const bool tools = req_.tools.given() || has_tool_turns(req_.messages);
-    auto ids = tools ? model_->encode_chat_with_tools(req_.messages, req_.tools.tools_json, req_.add_generation_prompt)
-                     : model_->encode_chat(req_.messages, req_.add_generation_prompt);
+    const ChatEnding ending{req_.add_generation_prompt, req_.continue_final_message};
+    auto ids = tools ? model_->encode_chat_with_tools(req_.messages, req_.tools.tools_json, ending)
+                     : model_->encode_chat(req_.messages, ending);
     if (!ids.ok()) return bad_request("messages: " + ids.status().message(), param);
     prompts->push_back(std::move(*ids));
   } else {

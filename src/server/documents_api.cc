@@ -160,7 +160,7 @@ std::optional<ApiError> answer_document(ServingModel* m, const std::string& body
     auto ids = m->encode(t, false);
     return ids.ok() ? static_cast<int64_t>(ids->size()) : int64_t{0};
   };
-  dm.encode_chat = [m](const nlohmann::ordered_json& msgs) { return m->encode_chat(msgs, true); };
+  dm.encode_chat = [m](const nlohmann::ordered_json& msgs) { return m->encode_chat(msgs, ChatEnding{}); };
   dm.max_model_len = m->max_model_len();
   auto prompt = documents::build_document_prompt(*doc, *req, b.block_tokens, b.max_tokens, dm);
   if (!prompt.ok())

@@ -233,8 +233,8 @@ void HttpServer::Impl::handle_tokenize(const std::string& body, httplib::Respons
   const bool tools = !tr.prompt && (!tr.tools.is_null() || has_tool_turns(tr.messages));
   StatusOr<std::vector<int32_t>> ids =
       tr.prompt ? m->encode(*tr.prompt, tr.add_special_tokens)
-      : tools   ? m->encode_chat_with_tools(tr.messages, tr.tools, tr.add_generation_prompt)
-                : m->encode_chat(tr.messages, tr.add_generation_prompt);
+      : tools   ? m->encode_chat_with_tools(tr.messages, tr.tools, {tr.add_generation_prompt, tr.continue_final_message})
+                : m->encode_chat(tr.messages, {tr.add_generation_prompt, tr.continue_final_message});
   if (!ids.ok()) return send_error(res, bad_request(ids.status().message(), tr.prompt ? "prompt" : "messages"));
   Json out;
   out["count"] = ids->size();

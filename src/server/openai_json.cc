@@ -177,6 +177,17 @@ Err parse_logit_bias(const json& obj, const RequestLimits& lim, SamplingParams* 
   return std::nullopt;
 }
 
+// add_generation_prompt (default true) and continue_final_message (default false), which
+// exclude each other as in vLLM: continuing the final message needs add_generation_prompt false.
+Err parse_chat_ending(const json& obj, bool* add_generation_prompt, bool* continue_final_message) {
+  if (auto e = get_bool(obj, "add_generation_prompt", add_generation_prompt)) return e;
+  if (auto e = get_bool(obj, "continue_final_message", continue_final_message)) return e;
+  if (*add_generation_prompt && *continue_final_message)
+    return bad_request("'continue_final_message' needs 'add_generation_prompt' set to false (both cannot be true)",
+                       "continue_final_message");
+  return std::nullopt;
+}
+
 // vLLM extensions that would change the output and that this server does not implement: a
 // request that sets one gets a 400 naming it instead of an answer that silently ignores it.
 // null, false and 0 mean "not set" (clients send defaults); tool_choice needs tools, as OpenAI says.
@@ -189,9 +200,6 @@ Err refuse_unsupported(const json& obj, ApiKind kind) {
   for (const char* name : kOutputChanging)
     if (set(field(obj, name)))
       return bad_request(std::string("'") + name + "' is not supported by this server; see docs/API.md", name);
-  if (kind == ApiKind::kChat && set(field(obj, "continue_final_message")))
-    return bad_request("'continue_final_message' is not supported by this server; see docs/API.md",
-                       "continue_final_message");
   // vLLM's chat echo (repeat the last message) is not implemented; completions have echo.
   if (kind == ApiKind::kChat && set(field(obj, "echo")))
     return bad_request("'echo' is not supported on chat completions by this server; see docs/API.md", "echo");
@@ -503,7 +511,7 @@ std::optional<ApiError> parse_chat_request(std::string_view body, const RequestL
   out->kind = ApiKind::kChat;
   if (auto e = parse_messages(obj, limits, &out->messages)) return e;
   if (auto e = parse_common(obj, limits, out)) return e;
-  if (auto e = get_bool(obj, "add_generation_prompt", &out->add_generation_prompt)) return e;
+  if (auto e = parse_chat_ending(obj, &out->add_generation_prompt, &out->continue_final_message)) return e;
   if (auto e = get_bool(obj, "logprobs", &out->want_logprobs)) return e;
   bool top_set = false;
   if (auto e = get_int(obj, "top_logprobs", 0, limits.max_logprobs, &out->top_logprobs, &top_set)) return e;
@@ -555,8 +563,7 @@ std::optional<ApiError> parse_tokenize_request(std::string_view body, const Requ
     return bad_request("'prompt' or 'messages' is required", "prompt");
   }
   if (auto e = get_bool(obj, "add_special_tokens", &out->add_special_tokens)) return e;
-  if (auto e = get_bool(obj, "add_generation_prompt", &out->add_generation_prompt)) return e;
-  return std::nullopt;
+  return parse_chat_ending(obj, &out->add_generation_prompt, &out->continue_final_message);
 }
 
 std::optional<ApiError> parse_detokenize_request(std::string_view body, const RequestLimits& limits,

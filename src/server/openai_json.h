@@ -48,6 +48,7 @@ struct ApiRequest {
   // messages may add tool_calls (arguments as objects), tool messages tool_call_id.
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   bool add_generation_prompt = true;
+  bool continue_final_message = false;  // vLLM's: the final message left open (ChatEnding)
   // Completions: either text prompts or token-id prompts (never both).
   std::vector<std::string> text_prompts;
   std::vector<std::vector<int32_t>> token_prompts;
@@ -90,13 +91,14 @@ std::optional<ApiError> parse_json_object(std::string_view body, const RequestLi
                                           nlohmann::json* out);
 
 // /tokenize: {"prompt": str} or {"messages": [...], "tools"?}, optional "add_special_tokens" (default
-// true), "add_generation_prompt". /detokenize: {"tokens": [ids]}.
+// true), "add_generation_prompt", "continue_final_message". /detokenize: {"tokens": [ids]}.
 struct TokenizeRequest {
   std::optional<std::string> prompt;
   nlohmann::ordered_json messages;  // null unless given
   nlohmann::ordered_json tools = nullptr;  // with messages: the tools list, as in a chat request
   bool add_special_tokens = true;
   bool add_generation_prompt = true;
+  bool continue_final_message = false;
 };
 std::optional<ApiError> parse_tokenize_request(std::string_view body, const RequestLimits& limits,
                                                TokenizeRequest* out);

@@ -23,20 +23,22 @@ class RuntimeModel : public ServingModel {
     return rt_->tokenizer()->encode(text);
   }
   StatusOr<std::vector<int32_t>> encode_chat(const nlohmann::ordered_json& messages,
-                                             bool add_generation_prompt) const override {
+                                             const ChatEnding& ending) const override {
     if (!has_chat_template()) return InvalidArgument("this model has no tokenizer or chat template");
     ChatTemplateOptions opt;
-    opt.add_generation_prompt = add_generation_prompt;
+    opt.add_generation_prompt = ending.add_generation_prompt;
+    opt.continue_final_message = ending.continue_final_message;
     return rt_->encode_chat(messages, opt);
   }
   StatusOr<std::vector<int32_t>> encode_chat_with_tools(const nlohmann::ordered_json& messages,
                                                         const nlohmann::ordered_json& tools,
-                                                        bool add_generation_prompt) const override {
+                                                        const ChatEnding& ending) const override {
     if (!has_chat_template()) return InvalidArgument("this model has no tokenizer or chat template");
     if (!template_handles_tools(rt_->chat_template_source()))
-      return encode_chat(fallback_tool_messages(messages, tools), add_generation_prompt);
+      return encode_chat(fallback_tool_messages(messages, tools), ending);
     ChatTemplateOptions opt;
-    opt.add_generation_prompt = add_generation_prompt;
+    opt.add_generation_prompt = ending.add_generation_prompt;
+    opt.continue_final_message = ending.continue_final_message;
     opt.tools = tools;
     return rt_->encode_chat(messages, opt);
   }

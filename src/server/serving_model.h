@@ -23,6 +23,14 @@ class Runtime;
 
 namespace lancet::server {
 
+// How a rendered chat ends: with the header that opens the assistant's reply (the chat
+// template's add_generation_prompt), or with the final message left open for the model to
+// continue (vLLM's continue_final_message; ChatTemplateOptions).
+struct ChatEnding {
+  bool add_generation_prompt = true;
+  bool continue_final_message = false;
+};
+
 class ServingModel {
  public:
   virtual ~ServingModel() = default;
@@ -35,13 +43,13 @@ class ServingModel {
   virtual StatusOr<std::vector<int32_t>> encode(const std::string& text, bool add_special_tokens) const = 0;
   // Messages [{role, content}] -> prompt ids through the chat template.
   virtual StatusOr<std::vector<int32_t>> encode_chat(const nlohmann::ordered_json& messages,
-                                                     bool add_generation_prompt) const = 0;
+                                                     const ChatEnding& ending) const = 0;
   // With the request's tools (null: none): a template that handles tools gets them as its
   // `tools` variable; others render fallback_tool_messages (tool_prompt.h), as here.
   virtual StatusOr<std::vector<int32_t>> encode_chat_with_tools(const nlohmann::ordered_json& messages,
                                                                 const nlohmann::ordered_json& tools,
-                                                                bool add_generation_prompt) const {
-    return encode_chat(fallback_tool_messages(messages, tools), add_generation_prompt);
+                                                                const ChatEnding& ending) const {
+    return encode_chat(fallback_tool_messages(messages, tools), ending);
   }
   virtual std::string decode(std::span<const int32_t> ids) const = 0;
   virtual std::string token_text(int32_t id) const = 0;

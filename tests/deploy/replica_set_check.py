@@ -97,6 +97,7 @@ class Spec:
         q = LONG_QUESTIONS[(i // 13) % len(LONG_QUESTIONS)] if self.long else QUESTIONS[(i // 4) % len(QUESTIONS)]
         self.prompt = (LONG_DOC + "\n\n" + q) if self.long else q
         self.max_tokens = 4 if self.long else 6
+        self.extra_body = None
 
     def key(self):
         return (self.route, self.prompt, self.max_tokens)
@@ -110,6 +111,8 @@ class Spec:
         if self.stream:
             kw["stream"] = True
             kw["stream_options"] = {"include_usage": True}
+        if self.extra_body:
+            kw["extra_body"] = self.extra_body
         return kw
 
 
@@ -217,18 +220,28 @@ def chaos_drain(r1, gateway, load, report):
 
 
 def chaos_kill(r3, load, report):
-    """At request 150: SIGKILL r3 (the long pool's replica) while it serves requests, if it can
-    be had while a stream runs on it (so a stream is cut mid-way)."""
+    """At request 150: SIGKILL r3 (the long pool's replica) while it serves requests. The load's
+    own requests to r3 are a few tokens long and may all be over by then on a fast machine, so a
+    stream of our own (a long prompt, 512 tokens) is started on r3 first and the kill lands while
+    it runs: it must be cut, as the client sees a replica die mid-stream."""
     wait_for("150 requests done", lambda: load.done >= 150, 300, 0.05)
-    deadline = time.monotonic() + 30
+    probe = Spec(3)  # a long prompt: the long pool, r3
+    probe.index, probe.stream, probe.max_tokens = -1, True, 512
+    probe.extra_body = {"ignore_eos": True}
+    probe_result = {}
+    runner = threading.Thread(target=lambda: probe_result.update(send(probe, load)))
+    runner.start()
+    deadline = time.monotonic() + 60
     while load.live_streams == 0 and time.monotonic() < deadline:
         time.sleep(0.01)
     report["stream_at_kill"] = load.live_streams > 0
-    report["kill_in_flight"] = wait_in_flight(r3, load, 120)
+    report["kill_in_flight"] = wait_in_flight(r3, load, 60)
     report["kill_at"] = load.done
     load.killed.set()
     r3.signal(signal.SIGKILL)
     r3.wait_exit(10)
+    runner.join(60)
+    report["probe"] = probe_result
 
 
 def check_routing(gateway, replicas):
@@ -393,6 +406,9 @@ def check_load(load, report):
     check(report["drain_in_flight"] and report["drain_rc"] == 0,
           "r1 had requests in flight at SIGTERM, finished them and exited 0")
     check(report["kill_in_flight"], "r3 had requests in flight at SIGKILL")
+    probe = report.get("probe", {})
+    check(report["stream_at_kill"] and probe.get("server") == "r3" and probe.get("error"),
+          f"a stream running on r3 at the kill was cut, not finished ({probe.get('error')})")
     check(report["kill_at"] < NUM_REQUESTS and report["rejoined_at"] < NUM_REQUESTS,
           "the restart and the kill happened under load")
     answers = {}

@@ -54,7 +54,7 @@ class FakeServingModel : public ServingModel {
   bool has_tokenizer() const override { return false; }
   bool has_chat_template() const override { return false; }
   StatusOr<std::vector<int32_t>> encode(const std::string&, bool) const override { return InvalidArgument("no tokenizer"); }
-  StatusOr<std::vector<int32_t>> encode_chat(const nlohmann::ordered_json&, bool) const override {
+  StatusOr<std::vector<int32_t>> encode_chat(const nlohmann::ordered_json&, const server::ChatEnding&) const override {
     return InvalidArgument("this model has no chat template");
   }
   std::string decode(std::span<const int32_t>) const override { return ""; }

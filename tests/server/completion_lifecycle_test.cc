@@ -45,7 +45,7 @@ class EngineModel : public ServingModel {
   StatusOr<std::vector<int32_t>> encode(const std::string&, bool) const override {
     return InvalidArgument("no tokenizer");
   }
-  StatusOr<std::vector<int32_t>> encode_chat(const nlohmann::ordered_json&, bool) const override {
+  StatusOr<std::vector<int32_t>> encode_chat(const nlohmann::ordered_json&, const server::ChatEnding&) const override {
     return InvalidArgument("no tokenizer");
   }
   std::string decode(std::span<const int32_t>) const override { return ""; }

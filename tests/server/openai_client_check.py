@@ -218,6 +218,39 @@ def scenario_api():
     except openai.BadRequestError as e:
         check("guided_grammar" in str(e), "guided_grammar refused by name: %s" % e)
 
+    # vLLM's continue_final_message: the final assistant message is left open and continued. The
+    # reference prompt is the GGUF's own chat template rendered by jinja2 as transformers renders
+    # it, cut right after the final message's text (transformers' rule), tokenized as plain text.
+    import gguf
+    import jinja2
+    field = gguf.GGUFReader(ARGS.model_path).fields["tokenizer.chat_template"]
+    template = jinja2.Environment(trim_blocks=True, lstrip_blocks=True).from_string(
+        bytes(field.parts[field.data[0]]).decode())
+    partial = "One, two, three,"
+    convo = [{"role": "user", "content": "Count from one to ten in words."},
+             {"role": "assistant", "content": partial}]
+    rendered = template.render(messages=convo, add_generation_prompt=False, bos_token="", eos_token="")
+    at = rendered.rindex(partial.strip())
+    want_text = rendered[:at + len(partial)]
+    check(not rendered.endswith(partial) and want_text.endswith(partial), "the template closes the final message")
+    status, want = http("POST", "/tokenize", {"prompt": want_text, "add_special_tokens": False})
+    status2, got = http("POST", "/tokenize", {"messages": convo, "add_generation_prompt": False,
+                                              "continue_final_message": True})
+    check(status == 200 and status2 == 200 and got["tokens"] == want["tokens"],
+          "continue_final_message renders the final message open: %r vs %r" % (got, want))
+    r = c.chat.completions.create(model=model, messages=convo, max_tokens=8, temperature=0,
+                                  extra_body={"add_generation_prompt": False, "continue_final_message": True})
+    cont = c.completions.create(model=model, prompt=want["tokens"], max_tokens=8, temperature=0)
+    check(r.choices[0].message.content == cont.choices[0].text and r.usage.prompt_tokens == len(want["tokens"]),
+          "continue_final_message continues the open message: %r vs %r" % (r.choices[0].message.content,
+                                                                            cont.choices[0].text))
+    try:
+        c.chat.completions.create(model=model, messages=convo, max_tokens=4,
+                                  extra_body={"continue_final_message": True})  # add_generation_prompt: true
+        check(False, "continue_final_message with add_generation_prompt must be refused")
+    except openai.BadRequestError as e:
+        check("continue_final_message" in str(e), "continue_final_message and add_generation_prompt: 400 %s" % e)
+
     # Other endpoints.
     status, tok = http("POST", "/tokenize", {"prompt": prompt})
     check(status == 200 and tok["tokens"] == ref["prompt_ids"] and tok["count"] == len(tok["tokens"]), "/tokenize")

@@ -200,6 +200,33 @@ TEST(OpenAiJson, ExtensionDefaultsAndIncludeStopAreAccepted) {
   EXPECT_FALSE(c.params.include_stop_str_in_output);
 }
 
+// vLLM's continue_final_message: parsed with add_generation_prompt off (both on is 400, above),
+// for chat requests and /tokenize alike.
+TEST(OpenAiJson, ContinueFinalMessageNeedsTheGenerationPromptOff) {
+  ApiRequest r;
+  auto err = parse_chat_request(
+      R"({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}],
+          "add_generation_prompt": false, "continue_final_message": true})",
+      RequestLimits{}, &r);
+  ASSERT_FALSE(err.has_value()) << err->message;
+  EXPECT_FALSE(r.add_generation_prompt);
+  EXPECT_TRUE(r.continue_final_message);
+  ASSERT_FALSE(parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}]})", RequestLimits{}, &r));
+  EXPECT_TRUE(r.add_generation_prompt);
+  EXPECT_FALSE(r.continue_final_message);
+  TokenizeRequest t;
+  ASSERT_FALSE(parse_tokenize_request(R"({"messages": [{"role": "assistant", "content": "y"}],
+                                          "add_generation_prompt": false, "continue_final_message": true})",
+                                      RequestLimits{}, &t));
+  EXPECT_TRUE(t.continue_final_message);
+  auto bad = parse_tokenize_request(R"({"messages": [{"role": "assistant", "content": "y"}],
+                                        "continue_final_message": true})",
+                                    RequestLimits{}, &t);
+  ASSERT_TRUE(bad.has_value());
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_EQ(bad->param, "continue_final_message");
+}
+
 // echo and prompt_logprobs on completions: echo with logprobs scores the prompt with as many
 // alternatives as either field asks for; prompt_logprobs alone does not touch logprobs.
 TEST(OpenAiJson, EchoAndPromptLogprobsMapToSamplingParams) {

@@ -1,5 +1,5 @@
 // ChatTemplate API behaviour: undefined semantics, key order, variables passed by
-// apply_chat_template, compile-once/render-many from several threads.
+// apply_chat_template, continue_final_message, compile-once/render-many from several threads.
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -55,6 +55,60 @@ TEST(ChatTemplateApi, ApplyChatTemplatePassesTransformersVariables) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(*r, "<s>|</s>|False|False|True|0|1 Jan|[{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]");
   EXPECT_FALSE(apply_chat_template(*t, nlohmann::json::object(), o).ok());  // messages must be a list
+}
+
+// transformers' continue_final_message: the rendering ends right after the final message's text
+// (its last text part for a list), with its leading spacing dropped where the template kept the
+// message verbatim and trimmed where the template trimmed it.
+TEST(ChatTemplateApi, ContinueFinalMessageLeavesTheLastMessageOpen) {
+  auto llama = ChatTemplate::compile(builtin_llama3_template());
+  ASSERT_TRUE(llama.ok());
+  ChatTemplateOptions o;
+  o.add_generation_prompt = false;
+  o.continue_final_message = true;
+  o.bos_token = "<|begin_of_text|>";
+  const std::string head =
+      "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nCount to ten.<|eot_id|>"
+      "<|start_header_id|>assistant<|end_header_id|>\n\n";
+  auto msgs = nlohmann::ordered_json::parse(
+      R"([{"role": "user", "content": "Count to ten."}, {"role": "assistant", "content": "One, two,"}])");
+  auto r = apply_chat_template(*llama, msgs, o);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(*r, head + "One, two,");
+  // The template trims the content: trailing spacing is not restored.
+  msgs[1]["content"] = "One, two, ";
+  r = apply_chat_template(*llama, msgs, o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, head + "One, two,");
+  // A list of parts: the last text part is what is continued.
+  msgs[1]["content"] = nlohmann::ordered_json::parse(R"([{"type": "text", "text": "One,"}, {"type": "text", "text": " two,"}])");
+  r = apply_chat_template(*llama, msgs, o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, head + "One, two,");
+  // A template that keeps content verbatim keeps its trailing spacing.
+  auto plain = ChatTemplate::compile("{% for m in messages %}<{{ m.role }}>{{ m.content }}</>{% endfor %}");
+  ASSERT_TRUE(plain.ok());
+  msgs[1]["content"] = "  One, two, ";
+  r = apply_chat_template(*plain, msgs, o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, "<user>Count to ten.</><assistant>  One, two, ");
+  // Refusals: with add_generation_prompt, no text to continue, text the template does not print.
+  ChatTemplateOptions both = o;
+  both.add_generation_prompt = true;
+  EXPECT_FALSE(apply_chat_template(*llama, msgs, both).ok());
+  msgs[1]["content"] = "";
+  EXPECT_FALSE(apply_chat_template(*llama, msgs, o).ok());
+  msgs[1]["content"] = nlohmann::ordered_json::parse(R"([{"type": "image_url", "image_url": {"url": "x"}}])");
+  EXPECT_FALSE(apply_chat_template(*llama, msgs, o).ok());
+  auto silent = ChatTemplate::compile("{% for m in messages %}[{{ m.role }}]{% endfor %}");
+  ASSERT_TRUE(silent.ok());
+  msgs[1]["content"] = "One, two,";
+  EXPECT_FALSE(apply_chat_template(*silent, msgs, o).ok());
+  // Off: the template's own ending.
+  o.continue_final_message = false;
+  r = apply_chat_template(*llama, msgs, o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, head + "One, two,<|eot_id|>");
 }
 
 TEST(ChatTemplateApi, StrftimeNowFormatsTheCurrentDate) {

@@ -82,6 +82,42 @@ StatusOr<std::string> render_impl(const TemplateLimits& limits, const jinja::Bod
   }
 }
 
+// The rendering cut right after the final message's text, as transformers does it: the text
+// trimmed is looked up from the end, and kept with its leading spacing dropped when the template
+// preserved the rest of it verbatim, else trimmed (templates often trim content).
+template <typename Json>
+StatusOr<std::string> cut_after_final_message(const std::string& text, const Json& messages) {
+  if (messages.empty() || !messages.back().is_object()) return InvalidArgument("continue_final_message: no final message");
+  const auto& last = messages.back();
+  const auto content = last.find("content");
+  std::string final_text;
+  bool found = false;
+  if (content != last.end() && content->is_string()) {
+    final_text = content->template get<std::string>();
+    found = true;
+  } else if (content != last.end() && content->is_array()) {
+    for (auto it = content->rbegin(); it != content->rend(); ++it) {
+      if (!it->is_object()) continue;
+      const auto t = it->find("text");
+      if (t == it->end() || !t->is_string()) continue;
+      final_text = t->template get<std::string>();
+      found = true;
+      break;
+    }
+  }
+  if (!found) return InvalidArgument("continue_final_message: the final message has no text to continue");
+  constexpr const char* kSpace = " \t\n\r\f\v";
+  const size_t b = final_text.find_first_not_of(kSpace);
+  const std::string lstripped = b == std::string::npos ? std::string() : final_text.substr(b);
+  const size_t e = lstripped.find_last_not_of(kSpace);
+  const std::string stripped = e == std::string::npos ? std::string() : lstripped.substr(0, e + 1);
+  const size_t at = text.rfind(stripped);
+  if (stripped.empty() || at == std::string::npos)
+    return InvalidArgument("continue_final_message: the final message does not appear in the rendered chat");
+  const bool verbatim = text.compare(at, lstripped.size(), lstripped) == 0;
+  return text.substr(0, at + (verbatim ? lstripped.size() : stripped.size()));
+}
+
 template <typename Json>
 StatusOr<std::string> apply_impl(const ChatTemplate& t, const Json& messages, const ChatTemplateOptions& o) {
   if (!messages.is_array()) return InvalidArgument("chat messages must be a JSON array");
@@ -100,7 +136,11 @@ StatusOr<std::string> apply_impl(const ChatTemplate& t, const Json& messages, co
     if (!o.extra_context.is_object()) return InvalidArgument("chat template extra_context must be a JSON object");
     for (auto it = o.extra_context.begin(); it != o.extra_context.end(); ++it) ctx[it.key()] = it.value();
   }
-  return t.render(ctx);
+  if (!o.continue_final_message) return t.render(ctx);
+  if (o.add_generation_prompt)
+    return InvalidArgument("continue_final_message and add_generation_prompt cannot both be set");
+  ASSIGN_OR_RETURN(std::string text, t.render(ctx));
+  return cut_after_final_message(text, messages);
 }
 
 }  // namespace

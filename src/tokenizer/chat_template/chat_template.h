@@ -51,6 +51,11 @@ class ChatTemplate {
 
 struct ChatTemplateOptions {
   bool add_generation_prompt = true;
+  // The final message left open for the model to continue (transformers' and vLLM's
+  // continue_final_message): the rendering is cut right after that message's text (its last
+  // text part when the content is a list), so whatever the template puts after it (an
+  // end-of-turn token) is gone. Excludes add_generation_prompt.
+  bool continue_final_message = false;
   std::string bos_token;
   std::string eos_token;
   // Tool (function) specs in OpenAI form, or null. Passed as `tools` (None when null), as
