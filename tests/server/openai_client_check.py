@@ -219,8 +219,9 @@ def scenario_api():
         check("guided_grammar" in str(e), "guided_grammar refused by name: %s" % e)
 
     # vLLM's continue_final_message: the final assistant message is left open and continued. The
-    # reference prompt is the GGUF's own chat template rendered by jinja2 as transformers renders
-    # it, cut right after the final message's text (transformers' rule), tokenized as plain text.
+    # reference text is the GGUF's own chat template rendered by jinja2 as transformers renders it,
+    # cut right after the final message's text (transformers' rule); the server's prompt ids must
+    # decode to exactly that text and be the closed rendering's ids without what follows the text.
     import gguf
     import jinja2
     field = gguf.GGUFReader(ARGS.model_path).fields["tokenizer.chat_template"]
@@ -233,15 +234,21 @@ def scenario_api():
     at = rendered.rindex(partial.strip())
     want_text = rendered[:at + len(partial)]
     check(not rendered.endswith(partial) and want_text.endswith(partial), "the template closes the final message")
-    status, want = http("POST", "/tokenize", {"prompt": want_text, "add_special_tokens": False})
-    status2, got = http("POST", "/tokenize", {"messages": convo, "add_generation_prompt": False,
-                                              "continue_final_message": True})
-    check(status == 200 and status2 == 200 and got["tokens"] == want["tokens"],
-          "continue_final_message renders the final message open: %r vs %r" % (got, want))
+    status, got = http("POST", "/tokenize", {"messages": convo, "add_generation_prompt": False,
+                                             "continue_final_message": True})
+    status2, closed = http("POST", "/tokenize", {"messages": convo, "add_generation_prompt": False})
+    check(status == 200 and status2 == 200, "/tokenize with continue_final_message")
+    ids = got["tokens"]
+    status, text = http("POST", "/detokenize", {"tokens": ids})
+    check(status == 200 and text["prompt"] == want_text,
+          "continue_final_message renders the final message open: %r vs %r" % (text, want_text))
+    status, rest = http("POST", "/detokenize", {"tokens": closed["tokens"][len(ids):]})
+    check(closed["tokens"][:len(ids)] == ids and rest["prompt"] == rendered[len(want_text):],
+          "the closed rendering is the open one plus the template's ending %r" % rest)
     r = c.chat.completions.create(model=model, messages=convo, max_tokens=8, temperature=0,
                                   extra_body={"add_generation_prompt": False, "continue_final_message": True})
-    cont = c.completions.create(model=model, prompt=want["tokens"], max_tokens=8, temperature=0)
-    check(r.choices[0].message.content == cont.choices[0].text and r.usage.prompt_tokens == len(want["tokens"]),
+    cont = c.completions.create(model=model, prompt=ids, max_tokens=8, temperature=0)
+    check(r.choices[0].message.content == cont.choices[0].text and r.usage.prompt_tokens == len(ids),
           "continue_final_message continues the open message: %r vs %r" % (r.choices[0].message.content,
                                                                             cont.choices[0].text))
     try:
