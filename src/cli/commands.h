@@ -18,6 +18,7 @@ int cmd_serve(int argc, char** argv);
 int cmd_run_batch(int argc, char** argv);
 int cmd_bench_serve(int argc, char** argv);
 int cmd_quantize(int argc, char** argv);
+int cmd_merge_lora(int argc, char** argv);
 int cmd_eval_precision(int argc, char** argv);
 int cmd_eval_needle(int argc, char** argv);
 int cmd_doc(int argc, char** argv);

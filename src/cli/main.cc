@@ -26,6 +26,7 @@ const Command kCommands[] = {
     {"serve", lancet::cli::cmd_serve, "serve a model over the OpenAI-compatible HTTP API"},
     {"run-batch", lancet::cli::cmd_run_batch, "run a Batch API input file (JSONL) offline"},
     {"quantize", lancet::cli::cmd_quantize, "convert a checkpoint to FP8 (compressed-tensors layout)"},
+    {"merge-lora", lancet::cli::cmd_merge_lora, "merge a PEFT LoRA adapter into a checkpoint's weights"},
     {"eval-needle", lancet::cli::cmd_eval_needle, "needle-in-a-haystack long-context test"},
     {"doc", lancet::cli::cmd_doc, "answer from a PDF or text document: summarize, ask, extract"},
     {"eval-precision", lancet::cli::cmd_eval_precision, "compare FP8 weights / KV cache with the reference precision"},

@@ -26,11 +26,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "cli/checkpoint_files.h"
 #include "cli/commands.h"
 #include "cli/parse_args.h"
 #include "cli/quantize_calibration.h"
@@ -188,14 +188,6 @@ fs::path input_dir(const std::string& input) {
   return d.empty() ? fs::path(".") : d;
 }
 
-Status write_json(const fs::path& path, const ojson& j) {
-  std::ofstream out(path);
-  out << j.dump(2) << "\n";
-  out.close();
-  if (!out) return IoError("cannot write " + path.string());
-  return OkStatus();
-}
-
 // One output tensor of a planned shard, and the bytes it will take.
 struct Planned {
   std::string name;  // source tensor name, or a calibrated scale's name when scalar is set
@@ -272,24 +264,10 @@ Status write_shard(const ModelSource& src, const std::vector<Planned>& tensors, 
 }
 
 Status copy_side_files(const Fp8ConvertConfig& cfg, const fs::path& out_dir, bool from_gguf) {
-  static const char* kFiles[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                                 "tokenizer.model", "chat_template.jinja", "generation_config.json"};
   std::vector<fs::path> dirs;
   if (!cfg.tokenizer_dir.empty()) dirs.push_back(cfg.tokenizer_dir);
   if (!from_gguf) dirs.push_back(input_dir(cfg.input));
-  for (const char* name : kFiles) {
-    if (fs::exists(out_dir / name)) continue;  // written from the GGUF metadata, or already copied
-    for (const fs::path& d : dirs) {
-      std::error_code ec;
-      if (!fs::is_regular_file(d / name, ec)) continue;
-      fs::copy_file(d / name, out_dir / name, fs::copy_options::overwrite_existing, ec);
-      if (ec) return IoError("cannot copy " + (d / name).string() + ": " + ec.message());
-      // Keep the copy writable even when the input is a read-only folder.
-      fs::permissions(out_dir / name, fs::perms::owner_write, fs::perm_options::add, ec);
-      break;
-    }
-  }
-  return OkStatus();
+  return copy_checkpoint_side_files(dirs, out_dir);
 }
 
 Status convert_fp8(const Fp8ConvertConfig& cfg) {
@@ -407,9 +385,7 @@ Status convert_fp8(const Fp8ConvertConfig& cfg) {
   const fs::path out_dir(cfg.output);
   ojson weight_map = ojson::object();
   for (size_t i = 0; i < shards.size(); ++i) {
-    char buf[64];
-    std::snprintf(buf, sizeof(buf), "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
-    const std::string file = shards.size() == 1 ? "model.safetensors" : buf;
+    const std::string file = shard_file_name(i, shards.size());
     std::fprintf(stderr, "quantize: writing %s (%zu tensors)\n", file.c_str(), shards[i].size());
     RETURN_IF_ERROR(write_shard(*src, shards[i], cfg, gptq ? &*gptq : nullptr, out_dir / file));
     for (const Planned& p : shards[i]) {
@@ -419,16 +395,16 @@ Status convert_fp8(const Fp8ConvertConfig& cfg) {
     }
   }
   if (shards.size() > 1) {
-    RETURN_IF_ERROR(write_json(out_dir / "model.safetensors.index.json",
+    RETURN_IF_ERROR(write_json_file(out_dir / "model.safetensors.index.json",
                                ojson{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}));
   }
-  RETURN_IF_ERROR(write_json(out_dir / "config.json", config));
+  RETURN_IF_ERROR(write_json_file(out_dir / "config.json", config));
   if (from_gguf) {
     const ModelConfig& c = src->config();
     ojson gen{{"_from_model_config", true}};
     if (c.bos_token_id >= 0) gen["bos_token_id"] = c.bos_token_id;
     if (!c.eos_token_ids.empty()) gen["eos_token_id"] = c.eos_token_ids;
-    RETURN_IF_ERROR(write_json(out_dir / "generation_config.json", gen));
+    RETURN_IF_ERROR(write_json_file(out_dir / "generation_config.json", gen));
   }
   RETURN_IF_ERROR(copy_side_files(cfg, out_dir, from_gguf));
   if (from_gguf && !fs::exists(out_dir / "tokenizer.json"))

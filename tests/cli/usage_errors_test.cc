@@ -11,7 +11,7 @@ namespace {
 
 TEST(CliUsage, UnknownFlagsAreUsageErrorsAndHelpIsZero) {
   for (const char* cmd : {"generate", "run", "bench latency", "bench serve", "serve", "inspect", "verify",
-                          "quantize", "eval-logits", "eval-precision", "eval-needle", "tokenize", "detokenize",
+                          "quantize", "merge-lora", "eval-logits", "eval-precision", "eval-needle", "tokenize", "detokenize",
                           "chat-template", "run-batch"}) {
     std::string out;
     const std::string base = testing::lancet_binary() + " " + cmd;
