@@ -76,9 +76,12 @@ int cmd_detokenize(int argc, char** argv) {
 int cmd_chat_template(int argc, char** argv) {
   CLI::App app{"Render a JSON messages list from stdin with the model's chat template", "lancet chat-template"};
   std::string model, tools_file;
-  bool gen = false, ids = false, hf = false;
+  bool gen = false, cont = false, ids = false, hf = false;
   app.add_option("--model", model, "tokenizer.json (tokenizer_config.json beside it), HF directory or .gguf")->required();
   app.add_flag("--add-generation-prompt", gen, "end with the assistant header");
+  app.add_flag("--continue-final-message", cont,
+               "end right after the final message's text, left open for the model to continue (transformers' "
+               "continue_final_message; not with --add-generation-prompt)");
   app.add_option("--tools", tools_file, "JSON file with a list of tool (function) specs");
   app.add_flag("--ids", ids, "print the token ids of the prompt (JSON) instead of the text");
   app.add_flag("--special-tokens-in-content", hf,
@@ -93,6 +96,7 @@ int cmd_chat_template(int argc, char** argv) {
   if (!messages.is_array()) return fail("chat-template", InvalidArgument("stdin must hold a JSON list of messages"));
   ChatTemplateOptions opt;
   opt.add_generation_prompt = gen;
+  opt.continue_final_message = cont;
   opt.bos_token = b->bos_token;
   opt.eos_token = b->eos_token;
   if (!tools_file.empty()) {
