@@ -17,6 +17,7 @@
 #include "cli/checkpoint_files.h"
 #include "cli/commands.h"
 #include "cli/parse_args.h"
+#include "core/thread_pool.h"
 #include "io/lora_adapter.h"
 #include "io/model_source.h"
 #include "io/safetensors.h"
@@ -41,7 +42,7 @@ StatusOr<std::vector<uint8_t>> merged_bytes(const TensorView& t, const std::stri
   if (!convert_to_f32(t.dtype, t.data, w.data(), w.size()))
     return Unimplemented("merge-lora: " + name + " is " + dtype_name(t.dtype) +
                          "; the base must hold F32, F16 or BF16 weights (quantize after merging)");
-  RETURN_IF_ERROR(lora.apply(name, w.data(), t.shape[0], t.shape[1]));
+  RETURN_IF_ERROR(lora.apply(name, w.data(), t.shape[0], t.shape[1], &default_thread_pool()));
   std::vector<uint8_t> out(static_cast<size_t>(t.nbytes));
   if (t.dtype == DType::kF32) {
     std::memcpy(out.data(), w.data(), out.size());

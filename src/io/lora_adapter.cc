@@ -113,7 +113,7 @@ StatusOr<std::unique_ptr<LoraAdapter>> LoraAdapter::open(const std::string& path
   return a;
 }
 
-Status LoraAdapter::apply(const std::string& name, float* w, int64_t out, int64_t in) const {
+Status LoraAdapter::apply(const std::string& name, float* w, int64_t out, int64_t in, ThreadPool* pool) const {
   const auto it = factors_.find(name);
   if (it == factors_.end()) return OkStatus();
   const TensorView& ta = *it->second.a;
@@ -126,17 +126,21 @@ Status LoraAdapter::apply(const std::string& name, float* w, int64_t out, int64_
   ASSIGN_OR_RETURN(std::vector<float> bv, as_f32(tb, name + " lora_B"));
   const int64_t r = rank_;
   // Row o of the delta: sum_j B[o, j] A[j, :], accumulated in f64, then scaled once.
-  std::vector<double> row(static_cast<size_t>(in));
-  for (int64_t o = 0; o < out; ++o) {
-    std::fill(row.begin(), row.end(), 0.0);
-    for (int64_t j = 0; j < r; ++j) {
-      const double bj = bv[static_cast<size_t>(o * r + j)];
-      const float* aj = av.data() + j * in;
-      for (int64_t i = 0; i < in; ++i) row[static_cast<size_t>(i)] += bj * aj[i];
+  auto rows = [&](int64_t begin, int64_t end, int) {
+    std::vector<double> row(static_cast<size_t>(in));
+    for (int64_t o = begin; o < end; ++o) {
+      std::fill(row.begin(), row.end(), 0.0);
+      for (int64_t j = 0; j < r; ++j) {
+        const double bj = bv[static_cast<size_t>(o * r + j)];
+        const float* aj = av.data() + j * in;
+        for (int64_t i = 0; i < in; ++i) row[static_cast<size_t>(i)] += bj * aj[i];
+      }
+      float* wo = w + o * in;
+      for (int64_t i = 0; i < in; ++i) wo[i] = static_cast<float>(wo[i] + scale_ * row[static_cast<size_t>(i)]);
     }
-    float* wo = w + o * in;
-    for (int64_t i = 0; i < in; ++i) wo[i] = static_cast<float>(wo[i] + scale_ * row[static_cast<size_t>(i)]);
-  }
+  };
+  if (pool) pool->parallel_for(out, rows, 16);
+  else rows(0, out, 0);
   return OkStatus();
 }
 

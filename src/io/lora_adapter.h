@@ -12,6 +12,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "core/thread_pool.h"
 #include "core/tensor.h"
 #include "io/safetensors.h"
 
@@ -33,8 +34,9 @@ class LoraAdapter {
   // Keyed by the adapted weight's name in the base checkpoint ("model.layers.0.self_attn.q_proj.weight").
   const std::map<std::string, LoraFactors>& factors() const { return factors_; }
   // w [out, in] (f32) += scale * B . A for the weight `name`; an error when the factors' shapes do
-  // not fit [out, in], nothing when the adapter leaves that weight alone.
-  Status apply(const std::string& name, float* w, int64_t out, int64_t in) const;
+  // not fit [out, in], nothing when the adapter leaves that weight alone. With a pool, rows are
+  // computed in parallel (each row alike, so the result does not depend on it).
+  Status apply(const std::string& name, float* w, int64_t out, int64_t in, ThreadPool* pool = nullptr) const;
 
  private:
   std::unique_ptr<SafetensorsFile> file_;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <vector>
 
 #include "io/safetensors.h"
@@ -61,6 +62,24 @@ TEST(LoraAdapter, ReadsFactorsAndAppliesScaledProduct) {
   ASSERT_TRUE((*a)->apply("model.layers.0.self_attn.k_proj.weight", v.data(), 1, 2).ok());
   EXPECT_EQ(v, (std::vector<float>{1, 2}));
   EXPECT_FALSE((*a)->apply("model.layers.0.self_attn.q_proj.weight", w.data(), 3, 2).ok());
+}
+
+// Rows computed on a pool give the same bits as one thread.
+TEST(LoraAdapter, PoolGivesTheSameWeights) {
+  Factor f{"model.layers.1.mlp.down_proj", {}, {}, 8, 96, 200};
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd;
+  for (int64_t i = 0; i < f.r * f.in; ++i) f.a.push_back(nd(rng));
+  for (int64_t i = 0; i < f.out * f.r; ++i) f.b.push_back(nd(rng));
+  auto a = LoraAdapter::open(write_adapter(R"({"r": 8, "lora_alpha": 16})", {f}));
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  std::vector<float> w1(static_cast<size_t>(f.out * f.in));
+  for (float& v : w1) v = nd(rng);
+  std::vector<float> w2 = w1;
+  ThreadPool pool(4);
+  ASSERT_TRUE((*a)->apply("model.layers.1.mlp.down_proj.weight", w1.data(), f.out, f.in).ok());
+  ASSERT_TRUE((*a)->apply("model.layers.1.mlp.down_proj.weight", w2.data(), f.out, f.in, &pool).ok());
+  EXPECT_EQ(w1, w2);
 }
 
 TEST(LoraAdapter, RsloraScalesBySqrtRank) {
