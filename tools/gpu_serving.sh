@@ -15,7 +15,7 @@
 #
 # Environment: OUT (default ./gpu-out), BIN (default /tmp/x/new: lancet and tests/), STEPS,
 # NUM_PROMPTS (1000), MODES ("async sync"), ITL_FLAGS ("--max-step-ms 90 --max-num-batched-tokens
-# 8192"), NUM_PROMPTS_70B (300), STEP_TIMEOUT (seconds per run, 280).
+# 8192 --log-level debug": the server log then times every step), NUM_PROMPTS_70B (300), STEP_TIMEOUT (seconds per run, 280).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -23,7 +23,7 @@ BIN=${BIN:-/tmp/x/new}
 STEPS=${STEPS:-tests throughput}
 NUM_PROMPTS=${NUM_PROMPTS:-1000}
 MODES=${MODES:-async sync}
-ITL_FLAGS=${ITL_FLAGS:---max-step-ms 90 --max-num-batched-tokens 8192}
+ITL_FLAGS=${ITL_FLAGS:---max-step-ms 90 --max-num-batched-tokens 8192 --log-level debug}
 NUM_PROMPTS_70B=${NUM_PROMPTS_70B:-300}
 STEP_TIMEOUT=${STEP_TIMEOUT:-280}
 mkdir -p "$OUT/logs"

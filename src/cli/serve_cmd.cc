@@ -20,6 +20,7 @@
 #include "cli/commands.h"
 #include "cli/parse_args.h"
 #include "cli/runtime_flags.h"
+#include "core/logging.h"
 #include "runtime/runtime.h"
 #include "guard/guard_rules.h"
 #include "server/config_file.h"
@@ -133,6 +134,12 @@ int parse_serve_flags(int argc, char** argv, RuntimeConfig* rc, server::ServerCo
                  "prompt tokens per engine step for all Batch API requests together, so a step an interactive "
                  "request waits for stays short (0 = no cap)")
       ->capture_default_str();
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level,
+                 "debug, info, warning or error; debug adds a line per step timed for --max-step-ms (its "
+                 "features, predicted and measured ms)")
+      ->check(CLI::IsMember({"debug", "info", "warning", "error"}))
+      ->capture_default_str();
   ListFlags lists;
   bool no_chat_page = false;
   add_server_flags(app, sc, &lists, &no_chat_page);
@@ -141,6 +148,10 @@ int parse_serve_flags(int argc, char** argv, RuntimeConfig* rc, server::ServerCo
   if (!expand_config(argc, argv, &args)) return 2;
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   if (const int parsed = parse_args(app, reversed); parsed >= 0) return parsed;
+  set_log_level(log_level == "debug"     ? LogLevel::kDebug
+                : log_level == "warning" ? LogLevel::kWarning
+                : log_level == "error"   ? LogLevel::kError
+                                         : LogLevel::kInfo);
   if (!positional_model.empty()) {
     if (!rc->model.empty() && rc->model != positional_model) {
       std::fprintf(stderr, "lancet serve: the model is given twice ('%s' and '%s')\n", positional_model.c_str(),

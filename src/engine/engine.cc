@@ -293,7 +293,10 @@ StatusOr<std::vector<TokenEvent>> Engine::step() {
     st = runner_->execute(batch, &ro);
     const double seconds = model_timer.seconds();
     if (spec_) spec_->observe_target_step(out.num_batched_tokens, seconds);
-    if (timed && st.ok()) step_cost_.observe(features, 1e3 * seconds);
+    if (timed && st.ok()) {
+      log_timed_step(features, step_cost_, 1e3 * seconds);
+      step_cost_.observe(features, 1e3 * seconds);
+    }
   }
   counters_.steps++;
   counters_.iteration_tokens.observe(static_cast<double>(out.num_batched_tokens));

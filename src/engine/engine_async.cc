@@ -104,8 +104,11 @@ Status Engine::collect_inflight(std::vector<TokenEvent>* events) {
   // A step launched before the previous one was collected ran right behind it on the device:
   // the time between the two collects is its own.
   if (st.ok() && step->timed && last_collect_ != std::chrono::steady_clock::time_point{} &&
-      step->launched_at < last_collect_)
-    step_cost_.observe(step->features, 1e3 * std::chrono::duration<double>(now - last_collect_).count());
+      step->launched_at < last_collect_) {
+    const double ms = 1e3 * std::chrono::duration<double>(now - last_collect_).count();
+    log_timed_step(step->features, step_cost_, ms);
+    step_cost_.observe(step->features, ms);
+  }
   last_collect_ = now;
   for (size_t i = 0; i < step->seqs.size(); ++i) {
     const InflightStep::Seq& e = step->seqs[i];

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/logging.h"
+
 namespace lancet {
 namespace {
 
@@ -53,6 +55,13 @@ void StepFeatures::add_chunk(int64_t start, int64_t n) {
     prompt_pairs += static_cast<double>(n) * static_cast<double>(start) + 0.5 * static_cast<double>(n) * (n + 1);
     largest_chunk = std::max(largest_chunk, n);
   }
+}
+
+void log_timed_step(const StepFeatures& f, const StepCostModel& model, double ms) {
+  LOG_DEBUG("timed step: " << f.tokens << " tokens, largest chunk " << f.largest_chunk << ", "
+                           << f.prompt_pairs / 1e6 << "M prompt pairs, " << f.decode_context
+                           << " decode context tokens: " << ms << " ms (predicted "
+                           << (model.fitted() ? std::to_string(model.predict_ms(f)) : std::string("-")) << ")");
 }
 
 StepCostModel::StepCostModel(double forgetting) : forgetting_(std::clamp(forgetting, 1e-3, 1.0)) {}

@@ -29,6 +29,11 @@ struct StepFeatures {
   void add_chunk(int64_t start, int64_t n);
 };
 
+class StepCostModel;
+// One timed step for the debug log: its features, the model's prediction before it learns from
+// the step (when fitted) and the measured time.
+void log_timed_step(const StepFeatures& f, const StepCostModel& model, double ms);
+
 class StepCostModel {
  public:
   // forgetting: the weight of the previous steps after each new one (0 < f <= 1).

@@ -2,7 +2,8 @@
 // what only the whole process shows: a second server on a taken port exits non-zero with
 // "address already in use", the unauthenticated non-loopback warning, a JSON body sent with
 // curl's default form Content-Type over 8 KiB served like application/json, the prefix-cache
-// counters in tokens, and a second SIGINT during the drain ending the process at once.
+// counters in tokens, a second SIGINT during the drain ending the process at once, and
+// --log-level debug logging each step timed for --max-step-ms.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -208,6 +209,36 @@ TEST(ServeHttp, SecondSigintDuringDrainExitsAtOnce) {
   client.join();
   EXPECT_EQ(code, 128 + SIGINT) << server.log();
   EXPECT_NE(server.log().find("second SIGINT"), std::string::npos) << server.log();
+}
+
+// --log-level debug with --max-step-ms: one line per timed step with its features and times,
+// from the first step on (predictions once the cost model is fitted); none at the default level.
+TEST(ServeHttp, DebugLogShowsTimedSteps) {
+  for (const char* level : {"debug", "info"}) {
+    ServerProcess server;
+    std::string err;
+    auto flags = tiny_flags();
+    flags.insert(flags.end(), {"--max-step-ms", "50", "--log-level", level});
+    ASSERT_TRUE(server.start(flags, &err) && server.wait_healthy(60, &err)) << err;
+    httplib::Client cli("127.0.0.1", server.port());
+    cli.set_read_timeout(120);
+    for (int i = 0; i < 12; ++i) {
+      std::vector<int32_t> prompt(40 + 30 * i);
+      for (size_t j = 0; j < prompt.size(); ++j) prompt[j] = 5 + static_cast<int32_t>((j * 13 + i) % 900);
+      auto r = cli.Post("/v1/completions", json{{"prompt", prompt}, {"max_tokens", 3}, {"ignore_eos", true}}.dump(),
+                        "application/json");
+      ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
+    }
+    EXPECT_EQ(server.stop(SIGTERM, 60), 0);
+    const std::string log = server.log();
+    if (std::string(level) == "info") {
+      EXPECT_EQ(log.find("timed step:"), std::string::npos) << log;
+      continue;
+    }
+    EXPECT_NE(log.find("timed step: "), std::string::npos) << log;
+    EXPECT_NE(log.find("largest chunk 370"), std::string::npos) << log;  // the last prompt (370 tokens) in one chunk
+    EXPECT_TRUE(std::regex_search(log, std::regex(R"(ms \(predicted [0-9.]+\))"))) << "fitted after a few steps: " << log;
+  }
 }
 
 }  // namespace
