@@ -306,6 +306,14 @@ def check_rate_limit(gateway):
     check(len(other.models.list().data) == 1, "another client is not limited meanwhile")
 
 
+def prometheus_sees_all_up(prom, replicas):
+    try:
+        up = prom.query('up{job="lancet"}')["result"]
+    except Exception:  # not answering yet
+        return False
+    return {s["metric"]["instance"]: float(s["value"][1]) for s in up} == {r.address: 1.0 for r in replicas}
+
+
 def check_prometheus(prom, replicas, gateway, rules_path, exports_offload):
     time.sleep(3)  # one more scrape (1 s) and rule evaluation (1 s) after the last request
     up = prom.query('max_over_time(up{job="lancet"}[10m])')["result"]
@@ -469,6 +477,9 @@ def main():
         gateway.start()
         wait_for("HAProxy sees every replica up",
                  lambda: all(s == "UP" for s in gateway.server_states().values()), 30)
+        # Prometheus must have scraped each replica before r3 is killed (the kill comes early in
+        # the load, which a fast machine runs in seconds).
+        wait_for("Prometheus has scraped every replica up", lambda: prometheus_sees_all_up(prom, replicas), 60)
         client = openai.OpenAI(base_url=gateway.url + "/v1", api_key="load-client", max_retries=0, timeout=600)
         check_routing(gateway, replicas)
         check_rate_limit(gateway)

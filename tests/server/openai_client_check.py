@@ -23,6 +23,8 @@ import time
 import urllib.error
 import urllib.request
 
+import gguf
+import jinja2
 import openai
 
 ARGS = None
@@ -222,8 +224,6 @@ def scenario_api():
     # reference text is the GGUF's own chat template rendered by jinja2 as transformers renders it,
     # cut right after the final message's text (transformers' rule); the server's prompt ids must
     # decode to exactly that text and be the closed rendering's ids without what follows the text.
-    import gguf
-    import jinja2
     field = gguf.GGUFReader(ARGS.model_path).fields["tokenizer.chat_template"]
     template = jinja2.Environment(trim_blocks=True, lstrip_blocks=True).from_string(
         bytes(field.parts[field.data[0]]).decode())
