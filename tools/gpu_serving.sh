@@ -10,12 +10,15 @@
 #               131,072-token prefill), and the same prompt's TTFT alone
 #   d70b        lancet bench throughput, Llama-3-70B shape, FP8 weights + FP8 KV, $NUM_PROMPTS_70B
 #               requests of 1000/1000
+#   lc8b        bench/long_context/run.sh, Llama-3-8B shape, BF16 and FP8 weights + FP8 KV ($LC_LENGTHS)
+#   lc70b       bench/long_context/run.sh, Llama-3-70B shape, FP8 weights + FP8 KV ($LC_LENGTHS)
 # STEPS picks them (default "tests throughput"). Logs go to $OUT as one archive (a device call
 # returns few files); the summary comes last.
 #
 # Environment: OUT (default ./gpu-out), BIN (default /tmp/x/new: lancet and tests/), STEPS,
 # NUM_PROMPTS (1000), MODES ("async sync"), ITL_FLAGS ("--max-step-ms 90 --max-num-batched-tokens
-# 8192 --log-level debug": the server log then times every step), NUM_PROMPTS_70B (300), STEP_TIMEOUT (seconds per run, 280).
+# 8192 --log-level debug": the server log then times every step), NUM_PROMPTS_70B (300),
+# LC_LENGTHS (8192 ... 131072), STEP_TIMEOUT (seconds per run, 280).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -25,6 +28,7 @@ NUM_PROMPTS=${NUM_PROMPTS:-1000}
 MODES=${MODES:-async sync}
 ITL_FLAGS=${ITL_FLAGS:---max-step-ms 90 --max-num-batched-tokens 8192 --log-level debug}
 NUM_PROMPTS_70B=${NUM_PROMPTS_70B:-300}
+LC_LENGTHS=${LC_LENGTHS:-8192 16384 32768 65536 131072}
 STEP_TIMEOUT=${STEP_TIMEOUT:-280}
 mkdir -p "$OUT/logs"
 SUMMARY=$OUT/summary.txt
@@ -91,6 +95,22 @@ if has d70b; then
   throughput "70b_fp8" --backend cuda --load-format dummy --model bench/configs/llama3-70b.json --json \
       --max-model-len 4096 --num-prompts "$NUM_PROMPTS_70B" --input-len 1000 --output-len 1000 --quantization fp8 \
       --kv-cache-dtype fp8
+fi
+
+long_context() {  # tag, flags...
+  local tag=$1; shift
+  mkdir -p "$OUT/logs/lc_$tag"
+  LANCET="$BIN/lancet" timeout "$STEP_TIMEOUT" bench/long_context/run.sh --backend cuda --load-format dummy \
+      --lengths "$LC_LENGTHS" --out "$OUT/logs/lc_$tag" "$@" > "$OUT/logs/lc_$tag/table.txt" 2> "$OUT/logs/lc_$tag/stderr.log"
+  note "long context $tag" "rc=$?"
+  cat "$OUT/logs/lc_$tag/table.txt" >> "$SUMMARY"
+}
+if has lc8b; then
+  long_context 8b_bf16 --model bench/configs/llama3-8b.json --kv-cache-dtype bfloat16
+  long_context 8b_fp8 --model bench/configs/llama3-8b.json --quantization fp8 --kv-cache-dtype fp8
+fi
+if has lc70b; then
+  long_context 70b_fp8 --model bench/configs/llama3-70b.json --quantization fp8 --kv-cache-dtype fp8
 fi
 
 tar -czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$OUT/logs"

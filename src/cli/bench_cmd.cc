@@ -310,9 +310,12 @@ int latency_at(Runtime& rt, const RuntimeConfig& rc, const SamplingParams& sp, i
   std::vector<double> ttft, tpot, e2e;
   const int batch_size = o.batch_size, output_len = o.output_len, iters = o.iters;
   if (o.warmup == 0) rt.take_step_profile();  // nothing from before this length
+  int64_t hits_before = rt.async_engine().stats().prefix_hits;
   for (int it = 0; it < o.warmup + iters; ++it) {
-    // Fresh prompts every iteration: no prefix-cache hits.
-    auto prompts = random_prompts(rt, batch_size, input_len, 1000 + static_cast<uint64_t>(it) * batch_size);
+    // Fresh prompts every iteration and every length: no prefix-cache hits (the prompts of one
+    // seed share their first ids, so a shorter length's prompt is a longer one's prefix).
+    const uint64_t seed = 1000 + static_cast<uint64_t>(it) * batch_size + 1000003ULL * static_cast<uint64_t>(input_len);
+    auto prompts = random_prompts(rt, batch_size, input_len, seed);
     if (!prompts.ok()) {
       std::fprintf(stderr, "lancet bench latency: %s\n", prompts.status().to_string().c_str());
       return 2;
@@ -322,7 +325,10 @@ int latency_at(Runtime& rt, const RuntimeConfig& rc, const SamplingParams& sp, i
       std::fprintf(stderr, "lancet bench latency: input length %d: %s\n", input_len, t.status().to_string().c_str());
       return 1;
     }
-    if (it + 1 == o.warmup) rt.take_step_profile();  // the profile covers the measured iterations
+    if (it + 1 == o.warmup) {
+      rt.take_step_profile();  // the profile covers the measured iterations
+      hits_before = rt.async_engine().stats().prefix_hits;
+    }
     if (it < o.warmup) continue;
     // A batch counts as one measurement: its first tokens are in when the slowest request's
     // is, it ends with the last one, and each request's TPOT is the median's input.
@@ -360,6 +366,9 @@ int latency_at(Runtime& rt, const RuntimeConfig& rc, const SamplingParams& sp, i
   if (mem.draft_weight_bytes > 0)
     j["draft"] = {{"weight_bytes", mem.draft_weight_bytes}, {"kv_cache_bytes", mem.draft_kv_bytes}};
   j["peak_rss_bytes"] = peak_rss_bytes();
+  // Prompt tokens the measured iterations took from the prefix cache (0: every TTFT computed
+  // its whole prompt).
+  j["prefix_cache_hit_tokens"] = rt.async_engine().stats().prefix_hits - hits_before;
   add_speculation(rt.async_engine().stats(), &j);  // totals since the model loaded (all lengths so far)
   add_engine_timing(rt.async_engine().stats(), &j);  // likewise
   add_step_profile(rt.take_step_profile(), &j);      // this length's measured iterations

@@ -63,6 +63,7 @@ SchedulerOutput Scheduler::schedule() {
                                                           : std::numeric_limits<int64_t>::max();
   left.timed = config_.max_step_ms > 0 && cost_ && cost_->fitted();
   if (left.timed) left.ms_left = config_.max_step_ms - cost_->step_ms();
+  if (config_.max_step_ms > 0 && cost_ && !left.timed) left.cold_left = cost_->cold_chunk(config_.max_step_ms);
   preempt_for_waiting(&out, left.budget);
   schedule_running(&out, &left);
   // Nothing new is admitted in a step that had to preempt for a running sequence's blocks.
@@ -103,6 +104,7 @@ int64_t Scheduler::prompt_chunk(const Sequence& seq, int64_t want, const Allowan
   int64_t n = std::min(want, left.budget);
   if (want > 1 && config_.long_prefill_token_threshold > 0) n = std::min(n, config_.long_prefill_token_threshold);
   if (want > 1 && seq.priority > kInteractivePriority) n = std::min(n, left.low_left);
+  if (want > 1 && left.cold_left >= 0) n = std::min(n, left.cold_left);
   if (want > 1 && left.timed && n > 0) {
     const int64_t fits = cost_->max_chunk(seq.num_computed, n, left.ms_left);
     n = left.chunk_given ? fits : std::max(fits, std::min(n, kMinTimedChunk));
@@ -113,6 +115,7 @@ int64_t Scheduler::prompt_chunk(const Sequence& seq, int64_t want, const Allowan
 void Scheduler::charge(const Sequence& seq, int64_t want, int64_t n, Allowance* left) const {
   left->budget -= n;
   if (want > 1 && seq.priority > kInteractivePriority) left->low_left -= n;
+  if (want > 1 && left->cold_left >= 0) left->cold_left -= n;
   if (!left->timed) return;
   // A decode with drafts computes like a short chunk.
   left->ms_left -= n > 1 ? cost_->chunk_ms(seq.num_computed, n) : cost_->decode_row_ms(seq.num_computed + 1);

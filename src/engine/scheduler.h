@@ -51,11 +51,10 @@ struct SchedulerConfig {
   // A time budget per step (ms; 0 = none): once the step cost model (set_cost_model) is
   // fitted, prompt chunks are cut so that the step's predicted time stays within it, beside
   // the decodes it runs; the first prompt chunk of a step always gets at least
-  // kMinTimedChunk tokens, so a long prompt keeps moving however many streams decode.
+  // kMinTimedChunk tokens, so a long prompt keeps moving however many streams decode. Until
+  // the model is fitted, a step's prompt tokens are bounded by StepCostModel::cold_chunk.
   double max_step_ms = 0;
 };
-
-inline constexpr int64_t kMinTimedChunk = 64;
 
 // Ordering policy over sequences: which waiting sequence goes first and which running one is
 // preempted. Small objects over the pool (DESIGN.md §8.4).
@@ -134,6 +133,7 @@ class Scheduler {
     bool timed = false;
     double ms_left = 0;
     bool chunk_given = false;  // a prompt chunk is in the step (the minimum chunk is used)
+    int64_t cold_left = -1;    // prompt tokens left before the cost model is fitted (-1: no bound)
   };
   // schedule()'s two phases: running sequences (preempting for them), then admissions.
   void schedule_running(SchedulerOutput* out, Allowance* left);

@@ -13,6 +13,10 @@ namespace {
 constexpr double kTokenUnit = 1e3, kPairUnit = 1e6, kContextUnit = 1e6;
 // Steps (and of them, steps with prompt chunks) before predictions are used.
 constexpr int64_t kMinSteps = 8, kMinPromptSteps = 3;
+// Before the fit, the share of the budget a step's prompt tokens are scaled to: a token costs
+// more as the context grows (attention), so the newest step's time per token underestimates
+// the next one's.
+constexpr double kColdMargin = 0.8;
 // Weight of the newest step in bias_.
 constexpr double kBiasWeight = 0.2;
 
@@ -52,6 +56,7 @@ void StepFeatures::add_chunk(int64_t start, int64_t n) {
   if (n == 1) {
     decode_context += start + 1;
   } else {
+    prompt_tokens += n;
     prompt_pairs += static_cast<double>(n) * static_cast<double>(start) + 0.5 * static_cast<double>(n) * (n + 1);
     largest_chunk = std::max(largest_chunk, n);
   }
@@ -83,7 +88,11 @@ void StepCostModel::observe(const StepFeatures& f, double ms) {
     xty_[i] = forgetting_ * xty_[i] + x[i] * ms;
   }
   ++steps_;
-  if (f.prompt_pairs > 0) ++prompt_steps_;
+  if (f.prompt_pairs > 0) {
+    ++prompt_steps_;
+    last_prompt_tokens_ = f.prompt_tokens;
+    last_prompt_ms_ = ms;
+  }
   largest_chunk_ = std::max(largest_chunk_, f.largest_chunk);
   refit();
 }
@@ -130,6 +139,14 @@ double StepCostModel::chunk_ms(int64_t start, int64_t n) const {
   StepFeatures f;
   f.add_chunk(start, n);
   return bias_ * (fitted_ms(f) - coef_[0]);
+}
+
+int64_t StepCostModel::cold_chunk(double ms) const {
+  if (last_prompt_tokens_ <= 0) return kColdStartChunk;
+  const double scaled = last_prompt_ms_ > 0 ? kColdMargin * static_cast<double>(last_prompt_tokens_) * ms / last_prompt_ms_
+                                            : static_cast<double>(2 * last_prompt_tokens_);
+  return std::clamp(static_cast<int64_t>(scaled), std::min<int64_t>(kMinTimedChunk, last_prompt_tokens_),
+                    2 * last_prompt_tokens_);
 }
 
 int64_t StepCostModel::max_chunk(int64_t start, int64_t want, double ms) const {

@@ -13,6 +13,10 @@
 // thousands of tokens several times over (on an H200, 8B shape: a 90 ms budget met at the
 // median and exceeded 6x at p99 while a 128K prompt was prefilled in chunks of up to 8192);
 // doubling, each step measured, reaches any chunk size in a few steps without such overshoot.
+// Before the fit (cold_chunk): the prompt tokens of a step start at kColdStartChunk and follow
+// the newest step with prompt chunks, scaled by 0.8 x budget / its measured time (every cost
+// counted as if per token) and at most doubled: the first steps of a server were
+// the worst gaps seen (8192-token chunks of 270-635 ms against a 90 ms budget on an H200).
 #pragma once
 
 #include <array>
@@ -20,8 +24,14 @@
 
 namespace lancet {
 
+// The fewest tokens a timed step gives its first prompt chunk, and the prompt tokens of the
+// first step with prompt chunks before the model has measured any.
+inline constexpr int64_t kMinTimedChunk = 64;
+inline constexpr int64_t kColdStartChunk = 512;
+
 struct StepFeatures {
   int64_t tokens = 0;         // tokens computed (prompt, decode and draft)
+  int64_t prompt_tokens = 0;  // of them, in chunks of more than one token
   double prompt_pairs = 0;    // query-key pairs of the chunks of more than one token
   int64_t decode_context = 0;  // context tokens of the one-token rows (positions + 1)
   int64_t largest_chunk = 0;   // tokens of its largest chunk of more than one token
@@ -52,6 +62,8 @@ class StepCostModel {
   // at most 2 * largest_chunk_seen() (when any chunk was seen).
   int64_t max_chunk(int64_t start, int64_t want, double ms) const;
   int64_t largest_chunk_seen() const { return largest_chunk_; }
+  // The prompt tokens a step may compute within ms before the model is fitted.
+  int64_t cold_chunk(double ms) const;
   const std::array<double, 4>& coefficients() const { return coef_; }  // ms per feature unit
   double bias() const { return bias_; }  // measured / fitted time, recent steps
 
@@ -69,6 +81,8 @@ class StepCostModel {
   int64_t steps_ = 0;
   int64_t prompt_steps_ = 0;
   int64_t largest_chunk_ = 0;
+  int64_t last_prompt_tokens_ = 0;  // the newest step with prompt chunks: its prompt tokens
+  double last_prompt_ms_ = 0;       // and measured time
   bool fitted_ = false;
 };
 

@@ -82,6 +82,47 @@ TEST(AttentionPlan, RoutesFollowTheStepShape) {
   EXPECT_EQ(plan_attention_splits({256, 256, 32, 2048}, bf16, fast).num_splits, 1);
 }
 
+// Waves of prefill CTAs times the keys each reads: the time of a chunk late in a long context.
+int64_t prefill_wave_keys(const AttentionStepPlan& p, int64_t heavy_ctas, int64_t ctx, int64_t sms) {
+  const int64_t keys = p.num_splits > 1 ? p.split_len : ctx;
+  return (heavy_ctas * p.num_splits + sms - 1) / sms * keys;
+}
+
+TEST(AttentionPlan, PrefillSplitsAvoidAPartialSecondWave) {
+  const KvCacheLayer c = cache(DType::kBF16, 8, 128);
+  const AttentionDevice dev{132, false};
+  const int64_t ctx = 107000;
+  // A 520-token chunk with 16 decode rows riding along: 17 row tiles x 8 KV heads = 136 CTAs of
+  // 100K+ keys on 132 multiprocessors. Unsplit that is two waves; the plan gets close to one.
+  const int64_t heavy = attention_prefill_ctas(520, 4, 8);
+  ASSERT_EQ(heavy, 136);
+  const AttentionStepPlan p = plan_attention_splits({536, 17, 32, ctx}, c, dev);
+  expect_covers(p, ctx, "520 + 16 rows at 107K");
+  EXPECT_GT(p.num_splits, 1);
+  EXPECT_EQ(p.split_len % 64, 0);
+  EXPECT_LE(prefill_wave_keys(p, heavy, ctx, 132), 2 * ctx * 6 / 10);
+  EXPECT_LE(static_cast<int64_t>(p.num_splits) * 536, 16384);  // partial rows bounded
+  // 496 rows: 128 CTAs, one wave already; splitting would not shorten it.
+  ASSERT_EQ(attention_prefill_ctas(496, 4, 8), 128);
+  EXPECT_EQ(plan_attention_splits({512, 17, 32, ctx}, c, dev).num_splits, 1);
+  // A chunk of 8192 rows is 16 waves by itself: no split.
+  EXPECT_EQ(plan_attention_splits({8192, 1, 32, 100000}, c, dev).num_splits, 1);
+  // Short contexts never split (ranges of at least 2048 keys).
+  EXPECT_EQ(plan_attention_splits({536, 17, 32, 4000}, c, dev).num_splits, 1);
+  // Every plan covers its context, and no plan is slower than the unsplit launch.
+  for (int64_t tokens : {64, 100, 300, 536, 1100, 2048, 4096})
+    for (int64_t seqs : {int64_t{1}, int64_t{17}})
+      for (int64_t cx : {int64_t{4096}, int64_t{9000}, int64_t{65536}, int64_t{131072}}) {
+        if (!attention_prompt_step(tokens, seqs)) continue;  // decode route: planned elsewhere
+        const AttentionStepPlan q = plan_attention_splits({tokens, seqs, 32, cx}, c, dev);
+        const std::string what = std::to_string(tokens) + " rows, " + std::to_string(seqs) + " seqs, ctx " +
+                                 std::to_string(cx);
+        expect_covers(q, cx, what);
+        const int64_t h = attention_prefill_ctas(tokens - seqs + 1, 4, 8);
+        EXPECT_LE(prefill_wave_keys(q, h, cx, 132), prefill_wave_keys({1, 0, 1}, h, cx, 132)) << what;
+      }
+}
+
 TEST(AttentionPlan, DecodeSplitsAreWholeRoundsOfTheKernel) {
   const AttentionDevice fast{132, false};
   for (DType dt : {DType::kBF16, DType::kF8E4M3}) {

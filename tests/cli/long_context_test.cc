@@ -128,7 +128,26 @@ TEST(LongContextCli, BenchLatencyMeasuresEveryListedLengthWithOneLoad) {
   EXPECT_EQ(rows[1]["input_len"], 100);
   EXPECT_EQ(rows[1]["max_concurrent_seqs"], 18);
   EXPECT_EQ(rows[1]["kv_cache"]["bytes_per_seq"], 7 * 32768);
-  for (const auto& r : rows) EXPECT_GT(r["ttft_s_median"].get<double>(), 0.0) << r.dump();
+  for (const auto& r : rows) {
+    EXPECT_GT(r["ttft_s_median"].get<double>(), 0.0) << r.dump();
+    EXPECT_EQ(r["prefix_cache_hit_tokens"], 0) << r.dump();
+  }
+  // Lengths in rising order: each prompt is new, not an extension of the previous length's
+  // (whose blocks the prefix cache still holds).
+  ASSERT_EQ(run_command(lancet_binary() + " bench latency --model " + m +
+                            " --threads 2 --max-model-len 512 --kv-cache-memory 4194304 --input-len 100,300"
+                            " --output-len 2 --num-iters 2 --num-iters-warmup 1 --json 2>/dev/null",
+                        &out),
+            0)
+      << out;
+  std::istringstream rising(out);
+  int n = 0;
+  for (std::string line; std::getline(rising, line);)
+    if (!line.empty() && line[0] == '{') {
+      EXPECT_EQ(nlohmann::json::parse(line)["prefix_cache_hit_tokens"], 0) << line;
+      ++n;
+    }
+  EXPECT_EQ(n, 2) << out;
   // A malformed list is refused before anything loads.
   EXPECT_EQ(run_command(lancet_binary() + " bench latency --model " + m + " --input-len 100,,300 2>&1", &out), 2);
   EXPECT_NE(out.find("--input-len takes positive integers"), std::string::npos) << out;

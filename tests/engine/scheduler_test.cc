@@ -145,21 +145,23 @@ void fit_cost(StepCostModel* m) {
 }
 
 // With max_step_ms, a long prompt's chunks shrink as its context grows so that every step
-// with 16 decoding streams stays within the budget, while the prompt still finishes; without a
-// fitted model the token budget alone applies.
+// with 16 decoding streams stays within the budget, while the prompt still finishes. The model
+// learns from every step, as the engine's does: one fitted beforehand and one that starts
+// empty, whose first chunk is kColdStartChunk and whose chunks then grow with what the steps
+// measured (never past the budget on the way).
 TEST(Scheduler, TimeBudgetCutsPromptChunksToFitBesideTheDecodes) {
   const SchedulerConfig cfg{.max_num_batched_tokens = 8192, .max_num_seqs = 32, .max_model_len = 70000,
                             .max_step_ms = 50};
-  for (bool fitted : {true, false}) {
+  for (bool prefit : {true, false}) {
     Harness h(6000, 16, cfg);
     for (int i = 0; i < 16; ++i) h.add(iota_tokens(20, i), 100000);
     h.step();  // the streams' prompts
     StepCostModel model;
-    if (fitted) fit_cost(&model);
+    if (prefit) fit_cost(&model);
     h.sched.set_cost_model(&model);
     Sequence* longq = h.add(iota_tokens(60000, 3), 1);
     int steps = 0;
-    int64_t first_chunk = 0, last_chunk = 0, smallest = 1 << 30;
+    int64_t first_chunk = 0, last_chunk = 0, smallest = 1 << 30, largest = 0;
     double worst = 0;
     while (longq->num_output() == 0) {
       SchedulerOutput out = h.step();
@@ -168,23 +170,37 @@ TEST(Scheduler, TimeBudgetCutsPromptChunksToFitBesideTheDecodes) {
       for (const ScheduledSeq& s : out.scheduled) {
         if (s.seq == longq) {
           (first_chunk == 0 ? first_chunk : last_chunk) = s.num_new_tokens;
+          largest = std::max(largest, s.num_new_tokens);
           if (longq->num_computed < longq->prompt_len) smallest = std::min(smallest, s.num_new_tokens);
         }
         decodes += s.seq != longq && s.num_new_tokens == 1;
       }
       EXPECT_EQ(decodes, 16) << "step " << steps;  // the streams decode every step
-      worst = std::max(worst, timed_step_ms(out));
+      const double ms = timed_step_ms(out);
+      worst = std::max(worst, ms);
+      StepFeatures f;
+      for (const ScheduledSeq& s : out.scheduled) f.add_chunk(s.seq->num_computed - s.num_new_tokens, s.num_new_tokens);
+      model.observe(f, ms);
       ASSERT_LT(steps, 1000);
     }
-    if (fitted) {
-      EXPECT_LE(worst, 50.0 * 1.001);
-      EXPECT_GT(first_chunk, 2 * last_chunk);  // attention over the longer context costs more
-      EXPECT_GE(smallest, kMinTimedChunk);
-    } else {
-      EXPECT_EQ(first_chunk, 8192 - 16);
-      EXPECT_GT(worst, 100.0);
+    SCOPED_TRACE(prefit ? "fitted beforehand" : "learned online");
+    EXPECT_LE(worst, 50.0 * 1.001);
+    // Attention over the longer context costs more (online, the first chunks are the cold start's).
+    EXPECT_GT(prefit ? first_chunk : largest, 2 * last_chunk);
+    EXPECT_GE(smallest, kMinTimedChunk);
+    if (!prefit) {
+      EXPECT_EQ(first_chunk, kColdStartChunk);
+      EXPECT_GT(largest, 4 * kColdStartChunk);  // the chunks grew to what the budget allows
     }
   }
+  // Without a model the token budget alone applies.
+  Harness h(6000, 16, cfg);
+  for (int i = 0; i < 16; ++i) h.add(iota_tokens(20, i), 100000);
+  h.step();
+  Sequence* longq = h.add(iota_tokens(60000, 3), 1);
+  const SchedulerOutput out = h.step();
+  for (const ScheduledSeq& s : out.scheduled)
+    if (s.seq == longq) EXPECT_EQ(s.num_new_tokens, 8192 - 16);
 }
 
 // The minimum chunk keeps a long prompt moving when the decodes alone fill the budget.

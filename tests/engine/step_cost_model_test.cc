@@ -141,6 +141,34 @@ TEST(StepCostModel, MaxChunkGrowsAtMostTwofoldPastWhatWasMeasured) {
   EXPECT_GT(m.chunk_ms(50000, n + 1), 50.0);
 }
 
+// Before the fit: kColdStartChunk prompt tokens, then the newest prompt step's tokens scaled
+// by 0.8 x budget / its time, at most doubled and at least kMinTimedChunk.
+TEST(StepCostModel, ColdChunkFollowsTheNewestPromptStep) {
+  StepCostModel m;
+  EXPECT_EQ(m.cold_chunk(90.0), kColdStartChunk);
+  StepFeatures decode;
+  decode.add_chunk(100, 1);
+  m.observe(decode, 500.0);  // a decode step says nothing about prompt tokens
+  EXPECT_EQ(m.cold_chunk(90.0), kColdStartChunk);
+  StepFeatures f;
+  f.add_chunk(0, 512);
+  f.add_chunk(100, 1);
+  m.observe(f, 30.0);
+  EXPECT_EQ(m.cold_chunk(90.0), 1024);  // 0.8 * 512 * 90 / 30 = 1228, doubled at most
+  StepFeatures g;
+  g.add_chunk(1000, 300);
+  g.add_chunk(2000, 700);
+  m.observe(g, 180.0);
+  EXPECT_EQ(m.cold_chunk(90.0), 400);  // both chunks' 1000 tokens took twice the budget: 0.8 * 500
+  StepFeatures slow;
+  slow.add_chunk(0, 256);
+  m.observe(slow, 229.0);  // a first step's warm-up
+  EXPECT_EQ(m.cold_chunk(90.0), 80);  // 0.8 * 256 * 90 / 229
+  m.observe(slow, 5000.0);
+  EXPECT_EQ(m.cold_chunk(90.0), kMinTimedChunk);
+  EXPECT_FALSE(m.fitted());
+}
+
 TEST(StepCostModel, IgnoresInvalidTimes) {
   StepCostModel m;
   StepFeatures f;

@@ -20,6 +20,10 @@ constexpr int64_t kDecodeSplitAlign = 16;
 // the prefill kernel's tiles.
 constexpr int64_t kMinPrefillSplitKeys = 2048;
 constexpr int64_t kPrefillSplitAlign = 64;
+constexpr int64_t kMaxPrefillSplits = 16;
+constexpr int64_t kMaxPrefillSplitRows = 16384;
+// A CTA's fixed cost (the query tile's load, filling the pipeline, the epilogue) in keys' worth.
+constexpr int64_t kPrefillCtaOverheadKeys = 256;
 
 // target splits of ctx keys into ranges of a multiple of align: the plan.
 AttentionStepPlan split_plan(int64_t target, int64_t ctx, int64_t align) {
@@ -33,6 +37,35 @@ AttentionStepPlan split_plan(int64_t target, int64_t ctx, int64_t align) {
     p.split_len = static_cast<int32_t>(len);
   }
   return p;
+}
+
+// A prompt chunk late in a long context: its CTAs (one per 128 packed query rows and KV head,
+// one resident per multiprocessor) each read every key, so the step takes as many such reads
+// as it has waves of CTAs. 136 CTAs on 132 multiprocessors are two waves, twice the time of 128
+// (on an H200, 8B shape: a chunk of ~520 tokens after 100K keys took 61 or 122 ms by that
+// alone). The split count minimizes waves x keys per split (plus a per-CTA overhead), counting
+// the CTAs of the step's longest chunk: at most num_tokens - (num_seqs - 1) rows when the
+// other sequences compute one token each (decodes riding along, whose CTAs are short). Splits
+// are ranges of at least kMinPrefillSplitKeys, at most kMaxPrefillSplits, and their partial
+// results (num_tokens x splits rows) at most kMaxPrefillSplitRows.
+AttentionStepPlan plan_prefill_splits(const AttentionShape& s, const KvCacheLayer& c, const AttentionDevice& d) {
+  const int64_t group = s.num_heads / std::max<int64_t>(c.num_kv_heads, 1);
+  const int64_t ctx = s.max_context_len;
+  if (d.num_sms <= 0 || ctx < 2 * kMinPrefillSplitKeys) return split_plan(1, ctx, kPrefillSplitAlign);
+  const int64_t rows = std::max<int64_t>(1, s.num_tokens - std::max<int64_t>(s.num_seqs - 1, 0));
+  const int64_t heavy = std::max<int64_t>(attention_prefill_ctas(rows, group, c.num_kv_heads), 1);
+  const int64_t limit = std::min({kMaxPrefillSplits, ctx / kMinPrefillSplitKeys,
+                                  std::max<int64_t>(kMaxPrefillSplitRows / std::max<int64_t>(s.num_tokens, 1), 1)});
+  int64_t best = 1;
+  double best_cost = 0;
+  for (int64_t t = 1; t <= limit; ++t) {
+    const AttentionStepPlan p = split_plan(t, ctx, kPrefillSplitAlign);
+    const int64_t splits = p.num_splits, keys = splits > 1 ? p.split_len : ctx;
+    const int64_t waves = (heavy * splits + d.num_sms - 1) / d.num_sms;
+    const double cost = static_cast<double>(waves) * static_cast<double>(keys + kPrefillCtaOverheadKeys);
+    if (t == 1 || cost < best_cost) best = t, best_cost = cost;
+  }
+  return split_plan(best, ctx, kPrefillSplitAlign);
 }
 
 }  // namespace
@@ -53,15 +86,8 @@ AttentionStepPlan plan_attention_splits(const AttentionShape& s, const KvCacheLa
   switch (attention_route(s, c, d)) {
     case AttentionRoute::kPrefillF32Cache:
       return AttentionStepPlan{1, 0, 1};
-    case AttentionRoute::kPrefillPacked: {
-      // A short chunk late in a long context (decode rows of other sequences may ride along):
-      // split the keys so every multiprocessor works.
-      const int64_t ctas = attention_prefill_ctas(s.num_tokens, group, c.num_kv_heads);
-      int64_t target = 1;
-      if (ctas < d.num_sms && ctx >= 2 * kMinPrefillSplitKeys)
-        target = std::min({(2 * d.num_sms + ctas - 1) / ctas, ctx / kMinPrefillSplitKeys, kMaxSplits});
-      return split_plan(target, ctx, kPrefillSplitAlign);
-    }
+    case AttentionRoute::kPrefillPacked:
+      return plan_prefill_splits(s, c, d);
     case AttentionRoute::kDecode: {
       // Splits of whole rounds (every warp of the CTA one pipeline stage), as many as the
       // context has rounds, up to two CTAs per multiprocessor: at a short context each CTA
