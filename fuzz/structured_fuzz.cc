@@ -1,14 +1,16 @@
 // libFuzzer target for structured outputs' untrusted inputs: a JSON schema (guided_json,
-// response_format) or a regex (guided_regex) compiles or fails with a Status, and a compiled
-// grammar's matcher takes any bytes after it without crashing; a token mask over a small
-// vocabulary agrees with feeding each token's bytes. Input: one selector byte (even: schema,
-// odd: regex), the pattern or schema up to the first NUL, then the bytes to match.
+// response_format), a regex (guided_regex) or a GBNF grammar (guided_grammar) compiles or fails
+// with a Status, and a compiled grammar's matcher takes any bytes after it without crashing; a
+// token mask over a small vocabulary agrees with feeding each token's bytes. Input: one
+// selector byte (mod 3: 0 schema, 1 regex, 2 grammar), the schema, pattern or grammar up to the
+// first NUL, then the bytes to match.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <string_view>
 
+#include "structured/gbnf_grammar.h"
 #include "structured/json_schema_compiler.h"
 #include "structured/matcher.h"
 #include "structured/token_mask.h"
@@ -22,14 +24,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view spec = all.substr(0, nul);
   const std::string_view text = nul == std::string_view::npos ? std::string_view() : all.substr(nul + 1);
   std::unique_ptr<Grammar> g;
-  if (data[0] % 2 == 0) {
+  if (data[0] % 3 == 0) {
     auto schema = nlohmann::ordered_json::parse(spec.begin(), spec.end(), nullptr, /*allow_exceptions=*/false);
     if (schema.is_discarded()) return 0;
     auto c = compile_json_schema(schema);
     if (!c.ok()) return 0;
     g = std::move(c).value();
-  } else {
+  } else if (data[0] % 3 == 1) {
     auto c = regex_grammar(spec);
+    if (!c.ok()) return 0;
+    g = std::move(c).value();
+  } else {
+    auto c = gbnf_grammar(spec);
     if (!c.ok()) return 0;
     g = std::move(c).value();
   }

@@ -198,6 +198,17 @@ def request_seeds():
         write("http_request_fuzz", name, text)
 
 
+def structured_seeds():
+    # One selector byte (mod 3: schema, regex, GBNF grammar), the spec, NUL, text to match.
+    schema = {"type": "object", "properties": {"a": {"type": "integer", "minimum": -3, "maximum": 40},
+                                               "b": {"enum": ["x", 1, None]}}, "required": ["a"]}
+    write("structured_fuzz", "schema_object", "0" + json.dumps(schema, separators=(",", ":")) + "\0" + '{"a":12,"b":"x"}')
+    write("structured_fuzz", "regex_digits", "1[0-9]{2,3}-(ab|c)+\\.\0" + "123-abcab.")
+    grammar = ('root ::= list\nlist ::= "[" (item ("," item){0,3})? "]"\n'
+               'item ::= [0-9] | list | [^\\n\\u4e00-\\u9fa5]+ "."\n')
+    write("structured_fuzz", "gbnf_nested", "2" + grammar + "\0" + "[1,[2,[]],3]")
+
+
 def main():
     if not os.path.isdir(FIXTURES):
         sys.exit("no fixtures at %s" % FIXTURES)
@@ -207,6 +218,7 @@ def main():
     template_seeds()
     tokenizer_seeds()
     request_seeds()
+    structured_seeds()
 
 
 if __name__ == "__main__":

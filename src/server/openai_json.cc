@@ -192,14 +192,9 @@ Err parse_chat_ending(const json& obj, bool* add_generation_prompt, bool* contin
 // request that sets one gets a 400 naming it instead of an answer that silently ignores it.
 // null, false and 0 mean "not set" (clients send defaults); tool_choice needs tools, as OpenAI says.
 Err refuse_unsupported(const json& obj, ApiKind kind) {
-  static constexpr const char* kOutputChanging[] = {
-      "guided_grammar", "structured_outputs"};
   auto set = [](const json* v) {
     return v && !v->is_null() && !(v->is_boolean() && !v->get<bool>()) && !(v->is_number() && v->get<double>() == 0);
   };
-  for (const char* name : kOutputChanging)
-    if (set(field(obj, name)))
-      return bad_request(std::string("'") + name + "' is not supported by this server; see docs/API.md", name);
   // vLLM's chat echo (repeat the last message) is not implemented; completions have echo.
   if (kind == ApiKind::kChat && set(field(obj, "echo")))
     return bad_request("'echo' is not supported on chat completions by this server; see docs/API.md", "echo");
@@ -214,7 +209,8 @@ Err refuse_unsupported(const json& obj, ApiKind kind) {
 }
 
 // Structured outputs: response_format {text, json_object, json_schema}, guided_json (a schema,
-// or a JSON string holding one), guided_choice (strings), guided_regex (a pattern); at most one of them. The schema's
+// or a JSON string holding one), guided_choice (strings), guided_regex (a pattern),
+// guided_grammar (GBNF text); at most one of them. The schema's
 // own features are checked when it is compiled (server/http_server.cc), still a 400.
 Err parse_output_format(const json& obj, ApiRequest* r) {
   using structured::OutputFormat;
@@ -253,35 +249,71 @@ Err parse_output_format(const json& obj, ApiRequest* r) {
                          "response_format");
     }
   }
-  if (const json* gj = field(obj, "guided_json"); gj && !gj->is_null()) {
+  // guided_json / guided_choice / guided_regex / guided_grammar, and the same as the keys json /
+  // choice / regex / grammar of structured_outputs (vLLM's newer form; json_object: true is
+  // response_format's json_object). `name` is the field errors name.
+  auto json_schema = [&](const json& v, const char* name) -> Err {
     OutputFormat f;
     f.kind = OutputFormat::Kind::kJsonSchema;
-    if (gj->is_string()) {
-      f.schema = nlohmann::ordered_json::parse(gj->get<std::string>(), nullptr, /*allow_exceptions=*/false);
-      if (f.schema.is_discarded()) return bad_request("'guided_json' is a string that is not valid JSON", "guided_json");
+    if (v.is_string()) {
+      f.schema = nlohmann::ordered_json::parse(v.get<std::string>(), nullptr, /*allow_exceptions=*/false);
+      if (f.schema.is_discarded()) return bad_request(std::string("'") + name + "' is a string that is not valid JSON", name);
     } else {
-      f.schema = nlohmann::ordered_json(*gj);
+      f.schema = nlohmann::ordered_json(v);
     }
-    if (!f.schema.is_object()) return type_error("guided_json", "a JSON schema (an object, or a string holding one)");
-    if (auto e = take(std::move(f), "guided_json")) return e;
-  }
-  if (const json* gc = field(obj, "guided_choice"); gc && !gc->is_null()) {
+    if (!f.schema.is_object()) return type_error(name, "a JSON schema (an object, or a string holding one)");
+    return take(std::move(f), name);
+  };
+  auto choice = [&](const json& v, const char* name) -> Err {
     OutputFormat f;
     f.kind = OutputFormat::Kind::kChoice;
-    if (!gc->is_array() || gc->empty()) return type_error("guided_choice", "a non-empty list of strings");
-    for (const json& c : *gc) {
-      if (!c.is_string() || c.get<std::string>().empty())
-        return type_error("guided_choice", "a non-empty list of non-empty strings");
+    if (!v.is_array() || v.empty()) return type_error(name, "a non-empty list of strings");
+    for (const json& c : v) {
+      if (!c.is_string() || c.get<std::string>().empty()) return type_error(name, "a non-empty list of non-empty strings");
       f.choices.push_back(c.get<std::string>());
     }
-    if (auto e = take(std::move(f), "guided_choice")) return e;
-  }
-  if (const json* gr = field(obj, "guided_regex"); gr && !gr->is_null()) {
+    return take(std::move(f), name);
+  };
+  auto regex = [&](const json& v, const char* name) -> Err {
     OutputFormat f;
     f.kind = OutputFormat::Kind::kRegex;
-    if (!gr->is_string() || gr->get<std::string>().empty()) return type_error("guided_regex", "a non-empty string");
-    f.pattern = gr->get<std::string>();
-    if (auto e = take(std::move(f), "guided_regex")) return e;
+    if (!v.is_string() || v.get<std::string>().empty()) return type_error(name, "a non-empty string");
+    f.pattern = v.get<std::string>();
+    return take(std::move(f), name);
+  };
+  auto grammar = [&](const json& v, const char* name) -> Err {
+    OutputFormat f;
+    f.kind = OutputFormat::Kind::kGrammar;
+    if (!v.is_string() || v.get<std::string>().empty()) return type_error(name, "a non-empty string (a GBNF grammar)");
+    f.grammar = v.get<std::string>();
+    return take(std::move(f), name);
+  };
+  if (const json* v = field(obj, "guided_json"); v && !v->is_null())
+    if (auto e = json_schema(*v, "guided_json")) return e;
+  if (const json* v = field(obj, "guided_choice"); v && !v->is_null())
+    if (auto e = choice(*v, "guided_choice")) return e;
+  if (const json* v = field(obj, "guided_regex"); v && !v->is_null())
+    if (auto e = regex(*v, "guided_regex")) return e;
+  if (const json* v = field(obj, "guided_grammar"); v && !v->is_null())
+    if (auto e = grammar(*v, "guided_grammar")) return e;
+  if (const json* so = field(obj, "structured_outputs"); so && !so->is_null()) {
+    static constexpr const char* kName = "structured_outputs";
+    if (!so->is_object()) return type_error(kName, "an object (json, regex, choice, grammar or json_object)");
+    for (const auto& [key, v] : so->items()) {
+      if (v.is_null()) continue;
+      Err e;
+      if (key == "json") e = json_schema(v, kName);
+      else if (key == "choice") e = choice(v, kName);
+      else if (key == "regex") e = regex(v, kName);
+      else if (key == "grammar") e = grammar(v, kName);
+      else if (key == "json_object" && v.is_boolean()) e = v.get<bool>() ? take(OutputFormat{}, kName) : std::nullopt;
+      else
+        return bad_request("'structured_outputs." + key.substr(0, 32) +
+                               "' is not supported by this server (json, regex, choice, grammar, json_object); "
+                               "see docs/API.md",
+                           kName);
+      if (e) return e;
+    }
   }
   r->output_format = std::move(fmt);
   r->output_format_field = from;
@@ -301,6 +333,10 @@ void keep_schema_order(std::string_view body, ApiRequest* r) {
       r->output_format->schema = obj["response_format"]["json_schema"]["schema"];
   } else if (r->output_format_field == "guided_json" && obj.contains("guided_json") && obj["guided_json"].is_object()) {
     r->output_format->schema = obj["guided_json"];
+  } else if (r->output_format_field == "structured_outputs" && obj.contains("structured_outputs") &&
+             obj["structured_outputs"].is_object() && obj["structured_outputs"].contains("json") &&
+             obj["structured_outputs"]["json"].is_object()) {
+    r->output_format->schema = obj["structured_outputs"]["json"];
   }
 }
 

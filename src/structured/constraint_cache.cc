@@ -1,6 +1,8 @@
 // Grammar lookup and compilation.
 #include "structured/constraint_cache.h"
 
+#include "structured/gbnf_grammar.h"
+
 namespace lancet::structured {
 namespace {
 
@@ -12,6 +14,8 @@ std::string format_key(const OutputFormat& f) {
       return "schema:" + f.schema.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
     case OutputFormat::Kind::kRegex:
       return "regex:" + f.pattern;
+    case OutputFormat::Kind::kGrammar:
+      return "gbnf:" + f.grammar;
     case OutputFormat::Kind::kChoice:
       return "choice:" + nlohmann::json(f.choices).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
@@ -47,6 +51,10 @@ StatusOr<std::shared_ptr<const TokenConstraint>> ConstraintCache::constraint(con
       }
       case OutputFormat::Kind::kRegex: {
         ASSIGN_OR_RETURN(g, regex_grammar(format.pattern));
+        break;
+      }
+      case OutputFormat::Kind::kGrammar: {
+        ASSIGN_OR_RETURN(g, gbnf_grammar(format.grammar));
         break;
       }
       case OutputFormat::Kind::kChoice:

@@ -1,12 +1,15 @@
-// A compiled output grammar: a tree of JSON value nodes (objects with ordered properties,
-// arrays, strings, numbers on a decimal grid, literal alternatives, anyOf), built by
-// json_schema_compiler.h or choice_grammar(), and matched character by character by
-// matcher.h. Nodes are owned by the Grammar; pointers between them stay valid while it lives.
+// A compiled output grammar: a graph of nodes, JSON values (objects with ordered properties,
+// arrays, strings, numbers on a decimal grid, literal alternatives, anyOf) built by
+// json_schema_compiler.h or choice_grammar(), and the raw-text nodes of a context-free grammar
+// (sequences, repetitions, character classes, literals, alternatives; rules refer to each
+// other, recursively) built by gbnf_grammar.h; matched character by character by matcher.h.
+// Nodes are owned by the Grammar; pointers between them stay valid while it lives.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -24,6 +27,9 @@ enum class NodeKind {
   kAnyOf,      // one of several nodes
   kAnyValue,   // any JSON value
   kRegex,      // raw text matching a regex (a byte DFA)
+  kSequence,   // raw text: its nodes one after another
+  kRepeat,     // raw text: items repeated min_items..max_items times
+  kCharClass,  // raw text: one UTF-8 character in (or, negated, out of) code point ranges
 };
 
 struct GrammarNode;
@@ -54,6 +60,11 @@ struct GrammarNode {
   std::vector<std::string> literals;         // kLiteral (at most kMaxAlternatives)
   std::vector<const GrammarNode*> any_of;    // kAnyOf
   ByteDfa regex;                             // kRegex
+  std::vector<const GrammarNode*> sequence;  // kSequence
+  // kRepeat: items, min_items, max_items (-1 = unbounded); items is never nullable.
+  std::vector<std::pair<uint32_t, uint32_t>> ranges;  // kCharClass: inclusive code point ranges
+  bool negated = false;                               // kCharClass: any character outside them
+  bool nullable = false;  // raw-text nodes: matches the empty string (set by their builder)
 };
 
 // Literal alternatives and object properties are tracked in a 64-bit set while matching.

@@ -92,6 +92,59 @@ bool can_close_object(const GrammarNode& n, int32_t last) {
   return true;
 }
 
+// The code points a character class can still match once the first bytes of a UTF-8 character
+// are in: prefix holds their payload bits, `more` continuation bytes are still due and the
+// character has `len` bytes in all. Overlong forms, surrogates and code points past U+10FFFF
+// are no characters.
+bool class_viable(const GrammarNode& n, uint32_t prefix, int more, int len) {
+  static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+  uint32_t lo = prefix << (6 * more), hi = ((prefix + 1) << (6 * more)) - 1;
+  lo = std::max(lo, kMin[len]);
+  hi = std::min<uint32_t>(hi, 0x10FFFF);
+  if (lo > hi || (lo >= 0xD800 && hi <= 0xDFFF)) return false;
+  if (!n.negated) {
+    for (const auto& [a, b] : n.ranges)
+      if (a <= hi && b >= lo) return true;
+    return false;
+  }
+  // Negated: some code point of [lo, hi] lies outside every range (sorted, disjoint).
+  uint32_t next = lo;
+  for (const auto& [a, b] : n.ranges) {
+    if (b < next) continue;
+    if (a > next) return true;
+    if (b >= hi) return false;
+    next = b + 1;
+  }
+  return next <= hi;
+}
+
+// Frames of raw-text nodes only (a context-free grammar's): whether anything can follow is
+// found by trying the bytes; a JSON frame always has something to close.
+bool raw_text_stack(const Stack& s) {
+  for (const Frame& f : s.frames) {
+    switch (f.node->kind) {
+      case NodeKind::kSequence:
+      case NodeKind::kRepeat:
+      case NodeKind::kCharClass:
+      case NodeKind::kLiteral:
+      case NodeKind::kRegex:
+      case NodeKind::kAnyOf:
+        break;
+      default:
+        return false;
+    }
+  }
+  return true;
+}
+
+// Bounds on one byte's work: transitions that consume nothing (a sequence starting its next
+// node, a finished node giving the byte to its parent), and the depth of a stack. A grammar's
+// recursion that consumes nothing is refused when it is built (gbnf_grammar.h); these only stop
+// what slips past that.
+constexpr int kMaxEmptyMoves = 4096;
+constexpr size_t kMaxFrames = 4096;
+constexpr size_t kMaxStacks = 256;
+
 }  // namespace
 
 Matcher::Matcher(const Grammar* grammar, MatcherOptions options) : grammar_(grammar), options_(options) {
@@ -102,6 +155,21 @@ Matcher::Matcher(const Grammar* grammar, MatcherOptions options) : grammar_(gram
 
 bool Matcher::frame_can_end(const Frame& f) const {
   const GrammarNode& n = *f.node;
+  switch (n.kind) {
+    case NodeKind::kSequence:
+      for (size_t i = static_cast<size_t>(f.count); i < n.sequence.size(); ++i)
+        if (!n.sequence[i]->nullable) return false;
+      return true;
+    case NodeKind::kRepeat:
+      return f.count >= n.min_items;
+    case NodeKind::kAnyOf:
+      return n.nullable;
+    case NodeKind::kLiteral:
+      if (f.phase == 0) return n.nullable;
+      break;
+    default:
+      break;
+  }
   if (n.kind == NodeKind::kNumber) return f.phase == 1 && number_can_end(f, n.number);
   if (n.kind == NodeKind::kRegex) return n.regex.accepting[static_cast<size_t>(f.phase == 0 ? n.regex.start : f.count)];
   if (n.kind == NodeKind::kLiteral) {
@@ -112,9 +180,14 @@ bool Matcher::frame_can_end(const Frame& f) const {
   return false;
 }
 
+// Every frame can end: the top one where it is, each one below it after the child above (only
+// raw-text parents can: a JSON container still needs its closing character).
 bool Matcher::complete() const {
-  for (const Stack& s : stacks_)
-    if (s.frames.empty() || (s.frames.size() == 1 && frame_can_end(s.frames[0]))) return true;
+  for (const Stack& s : stacks_) {
+    bool all = true;
+    for (const Frame& f : s.frames) all = all && frame_can_end(f);
+    if (all) return true;
+  }
   return false;
 }
 
@@ -128,7 +201,13 @@ bool Matcher::can_continue() const {
       if (d.has_next[static_cast<size_t>(f.phase == 0 ? d.start : f.count)]) return true;
       continue;
     }
-    return true;
+    if (!raw_text_stack(s)) return true;
+    thread_local std::vector<Stack> probe;
+    for (int c = 0; c < 256; ++c) {
+      probe.clear();
+      feed_stack(s, static_cast<uint8_t>(c), &probe, 0);
+      if (!probe.empty()) return true;
+    }
   }
   return false;
 }
@@ -137,7 +216,7 @@ bool Matcher::feed(uint8_t c) {
   // The next states; per thread, so that copying a matcher copies only its state.
   thread_local std::vector<Stack> scratch_;
   scratch_.clear();
-  for (const Stack& s : stacks_) feed_stack(s, c, &scratch_);
+  for (const Stack& s : stacks_) feed_stack(s, c, &scratch_, 0);
   if (scratch_.empty()) return false;
   if (scratch_.size() > 1) {
     // Alternatives that reached the same state are one.
@@ -152,6 +231,9 @@ bool Matcher::feed(uint8_t c) {
       unique.push_back(std::move(s));
     }
     scratch_ = std::move(unique);
+    // A grammar ambiguous enough to keep more parses alive than this gets the byte refused
+    // (its outputs stay valid, but some are not reachable) instead of a cost without bound.
+    if (scratch_.size() > kMaxStacks) return false;
   }
   stacks_.swap(scratch_);
   return true;
@@ -183,7 +265,9 @@ std::string Matcher::state_key() const {
       // A string's length matters only near its bounds; everything else is kept.
       const bool free_string = n.kind == NodeKind::kString && f.count >= n.min_length &&
                                (n.max_length < 0 || n.max_length - f.count >= options_.longest_token);
-      put(free_string ? -1 : f.count);
+      // An unbounded repetition past its minimum continues the same way however often it ran.
+      const bool free_repeat = n.kind == NodeKind::kRepeat && n.max_items < 0 && f.count >= n.min_items;
+      put(free_string || free_repeat ? -1 : f.count);
       put(f.count2);
       put(f.a);
       put(f.b);
@@ -193,7 +277,7 @@ std::string Matcher::state_key() const {
   return key;
 }
 
-void Matcher::feed_stack(Stack s, uint8_t c, std::vector<Stack>* out) const {
+void Matcher::feed_stack(Stack s, uint8_t c, std::vector<Stack>* out, int empty_moves) const {
   const bool ws = is_ws(c);
   auto take_ws = [&]() {
     if (s.ws < options_.max_whitespace) {
@@ -205,8 +289,9 @@ void Matcher::feed_stack(Stack s, uint8_t c, std::vector<Stack>* out) const {
     s.ws = 0;
     out->push_back(std::move(s));
   };
-  for (;;) {
+  for (;; ++empty_moves) {
     if (s.frames.empty()) return;  // the document is finished: nothing may follow
+    if (empty_moves > kMaxEmptyMoves || s.frames.size() > kMaxFrames) return;
     Frame& f = s.frames.back();
     const GrammarNode& n = *f.node;
     switch (n.kind) {
@@ -214,9 +299,64 @@ void Matcher::feed_stack(Stack s, uint8_t c, std::vector<Stack>* out) const {
         for (const GrammarNode* alt : n.any_of) {
           Stack t = s;
           t.frames.back() = start_frame(alt);
-          feed_stack(std::move(t), c, out);
+          feed_stack(std::move(t), c, out, empty_moves + 1);
         }
         return;
+      }
+      case NodeKind::kSequence: {
+        if (f.count >= static_cast<int32_t>(n.sequence.size())) {
+          s.frames.pop_back();  // every node matched: the byte is the parent's
+          continue;
+        }
+        const GrammarNode* next = n.sequence[static_cast<size_t>(f.count)];
+        f.count++;  // the parent's state after the child, set before the child is pushed
+        s.frames.push_back(start_frame(next));
+        continue;
+      }
+      case NodeKind::kRepeat: {
+        // Another repetition (items never match empty, so it consumes this byte or dies), and,
+        // past the minimum, the end of the repetition: both may hold.
+        const bool more = n.max_items < 0 || f.count < n.max_items;
+        const bool can_stop = f.count >= n.min_items;
+        if (more) {
+          Stack t = s;
+          t.frames.back().count++;
+          t.frames.push_back(start_frame(n.items));
+          if (!can_stop) {
+            s = std::move(t);
+            continue;
+          }
+          feed_stack(std::move(t), c, out, empty_moves + 1);
+        }
+        if (!can_stop) return;
+        s.frames.pop_back();
+        continue;
+      }
+      case NodeKind::kCharClass: {
+        uint32_t cp = 0;
+        int more = 0, len = f.flags;
+        if (f.phase == 0) {
+          if (c < 0x80) cp = c, more = 0;
+          else if (c >= 0xC2 && c <= 0xDF) cp = c & 0x1Fu, more = 1;
+          else if (c >= 0xE0 && c <= 0xEF) cp = c & 0x0Fu, more = 2;
+          else if (c >= 0xF0 && c <= 0xF4) cp = c & 0x07u, more = 3;
+          else return;
+          len = more + 1;
+        } else {
+          if (c < 0x80 || c > 0xBF) return;
+          cp = (static_cast<uint32_t>(f.a) << 6) | (c & 0x3Fu);
+          more = f.pending - 1;
+        }
+        if (!class_viable(n, cp, more, len)) return;
+        if (more == 0) {
+          s.frames.pop_back();
+          return accept();
+        }
+        f.phase = 1;
+        f.flags = static_cast<uint8_t>(len);
+        f.a = cp;
+        f.pending = static_cast<uint8_t>(more);
+        return accept();
       }
       case NodeKind::kAnyValue: {
         const GrammarNode* pick = nullptr;

@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -214,11 +215,21 @@ def scenario_api():
                              extra_body={"include_stop_str_in_output": True})
     check(r.choices[0].text == full[:full.index(stop) + len(stop)] and r.choices[0].finish_reason == "stop",
           "include_stop_str_in_output keeps %r: %r" % (stop, r.choices[0].text))
+    # vLLM's guided_grammar (GBNF), sent as the client sends extensions; a grammar that cannot be
+    # compiled is a 400 naming the field.
+    yes_no = 'root ::= ("yes" | "no") ("," " " ("yes" | "no")){0,2}'
+    for stream in (False, True):
+        r = c.completions.create(model=model, prompt=prompt, max_tokens=16, temperature=0.8, seed=4, stream=stream,
+                                 extra_body={"guided_grammar": yes_no})
+        text = "".join(ch.choices[0].text for ch in r if ch.choices) if stream else r.choices[0].text
+        check(re.fullmatch(r"(yes|no)(, (yes|no)){0,2}", text) is not None,
+              "guided_grammar output matches (stream=%s): %r" % (stream, text))
     try:
         c.completions.create(model=model, prompt=prompt, max_tokens=4, extra_body={"guided_grammar": "root ::= x"})
-        check(False, "guided_grammar must be refused")
+        check(False, "a grammar with an undefined rule must be refused")
     except openai.BadRequestError as e:
-        check("guided_grammar" in str(e), "guided_grammar refused by name: %s" % e)
+        check("guided_grammar" in str(e) and "'x' is used but not defined" in str(e),
+              "an undefined rule is a 400 naming guided_grammar: %s" % e)
 
     # vLLM's continue_final_message: the final assistant message is left open and continued. The
     # reference text is the GGUF's own chat template rendered by jinja2 as transformers renders it,

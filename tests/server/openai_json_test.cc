@@ -111,8 +111,13 @@ TEST(OpenAiJson, BadChatRequestsAre400WithTheField) {
       // ignored; malformed structured-output fields are named.
       {R"({"messages": [{"role": "user", "content": "x"}], "guided_regex": 3})", "guided_regex"},
       {R"({"messages": [{"role": "user", "content": "x"}], "guided_regex": ""})", "guided_regex"},
-      {R"({"messages": [{"role": "user", "content": "x"}], "structured_outputs": {"json": {}}})", "structured_outputs"},
-      {R"({"messages": [{"role": "user", "content": "x"}], "guided_grammar": "root ::= x"})", "guided_grammar"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "structured_outputs": {"structural_tag": "x"}})", "structured_outputs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "structured_outputs": {"grammar": 3}})", "structured_outputs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "structured_outputs": "root ::= x"})", "structured_outputs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "structured_outputs": {"json": {}, "regex": "a"}})", "structured_outputs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "guided_grammar": 3})", "guided_grammar"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "guided_grammar": ""})", "guided_grammar"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "guided_regex": "a", "guided_grammar": "root ::= \"a\""})", "guided_grammar"},
       {R"({"messages": [{"role": "user", "content": "x"}], "guided_json": 3})", "guided_json"},
       {R"({"messages": [{"role": "user", "content": "x"}], "guided_json": "{bad"})", "guided_json"},
       {R"({"messages": [{"role": "user", "content": "x"}], "guided_choice": []})", "guided_choice"},
@@ -179,6 +184,32 @@ TEST(OpenAiJson, StructuredOutputFormats) {
   ASSERT_TRUE(r.output_format.has_value());
   EXPECT_EQ(r.output_format->kind, OutputFormat::Kind::kRegex);
   EXPECT_EQ(r.output_format->pattern, "[0-9]+");
+  ASSERT_FALSE(parse_completion_request(R"({"prompt": "x", "guided_grammar": "root ::= [a-z]+"})", RequestLimits{}, &r)
+                   .has_value());
+  ASSERT_TRUE(r.output_format.has_value());
+  EXPECT_EQ(r.output_format->kind, OutputFormat::Kind::kGrammar);
+  EXPECT_EQ(r.output_format->grammar, "root ::= [a-z]+");
+  EXPECT_EQ(r.output_format_field, "guided_grammar");
+  // vLLM's structured_outputs: the same formats under json / choice / regex / grammar / json_object.
+  ASSERT_FALSE(parse_completion_request(R"({"prompt": "x", "structured_outputs": {"grammar": "root ::= \"a\""}})",
+                                        RequestLimits{}, &r).has_value());
+  ASSERT_TRUE(r.output_format.has_value());
+  EXPECT_EQ(r.output_format->kind, OutputFormat::Kind::kGrammar);
+  EXPECT_EQ(r.output_format_field, "structured_outputs");
+  ASSERT_FALSE(parse_completion_request(R"({"prompt": "x", "structured_outputs": {"choice": ["a", "b"]}})",
+                                        RequestLimits{}, &r).has_value());
+  EXPECT_EQ(r.output_format->choices, (std::vector<std::string>{"a", "b"}));
+  ASSERT_FALSE(parse_completion_request(R"({"prompt": "x", "structured_outputs": {"regex": "b+"}})", RequestLimits{}, &r)
+                   .has_value());
+  EXPECT_EQ(r.output_format->kind, OutputFormat::Kind::kRegex);
+  ASSERT_FALSE(parse_completion_request(R"({"prompt": "x", "structured_outputs": {"json_object": true}})",
+                                        RequestLimits{}, &r).has_value());
+  EXPECT_EQ(r.output_format->kind, OutputFormat::Kind::kJsonObject);
+  ASSERT_FALSE(parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}], "structured_outputs": {"json":
+      {"type": "object", "properties": {"zeta": {"type": "string"}, "alpha": {"type": "integer"}}}}})",
+                                  RequestLimits{}, &r).has_value());
+  EXPECT_EQ(r.output_format->kind, OutputFormat::Kind::kJsonSchema);
+  EXPECT_EQ(r.output_format->schema["properties"].begin().key(), "zeta");
   ASSERT_FALSE(parse_completion_request(R"({"prompt": "x", "response_format": {"type": "text"}})", RequestLimits{}, &r)
                    .has_value());
   EXPECT_FALSE(r.output_format.has_value());

@@ -8,7 +8,8 @@ tests/server/structured_outputs_e2e_test.cc.
 fields, anyOf/oneOf, $ref) x N requests (default 10) at temperature 0.9 with distinct seeds,
 half through chat response_format json_schema and half through completions guided_json, run
 concurrently; each output must parse, validate and end with finish_reason "stop". Then
-json_object, guided_choice, guided_regex, and the 400s for what is not supported.
+json_object, guided_choice, guided_regex, guided_grammar (GBNF: a regular grammar checked with
+`re`, a recursive one with `json`), structured_outputs, and the 400s for what is not supported.
 """
 import argparse
 import concurrent.futures
@@ -167,6 +168,32 @@ def others_scenario():
             text = out["choices"][0]["text"] if status == 200 else out
             check(status == 200 and re.fullmatch(pattern, text) is not None and
                   out["choices"][0]["finish_reason"] == "stop", "guided_regex %s: %r" % (pattern, text))
+    # guided_grammar: GBNF. A regular grammar, checked with re; a recursive one (nested lists of
+    # digits), checked with json; the same through structured_outputs.
+    grammar = 'root ::= item (", " item){0,3}\nitem ::= "yes" | "no" | [1-9] [0-9]{0,2}'
+    for seed in range(4):
+        status, out = post("/v1/completions", {"prompt": "Answer:", "guided_grammar": grammar, "max_tokens": 40,
+                                               "temperature": 0.9, "seed": seed})
+        text = out["choices"][0]["text"] if status == 200 else out
+        check(status == 200 and re.fullmatch(r"(yes|no|[1-9][0-9]{0,2})(, (yes|no|[1-9][0-9]{0,2})){0,3}", text)
+              is not None, "guided_grammar (regular): %r" % (text,))
+    nested = 'root ::= list\nlist ::= "[" (item ("," item){0,3})? "]"\nitem ::= [0-9] | list'
+
+    def depth_ok(v):
+        return isinstance(v, int) and 0 <= v <= 9 or isinstance(v, list) and len(v) <= 4 and all(map(depth_ok, v))
+    stopped = 0
+    for seed in range(6):
+        body = {"prompt": "Nested lists:", "max_tokens": 64, "temperature": 0.9, "seed": seed}
+        body.update({"guided_grammar": nested} if seed % 2 else {"structured_outputs": {"grammar": nested}})
+        status, out = post("/v1/completions", body)
+        text = out["choices"][0]["text"] if status == 200 else out
+        if status == 200 and out["choices"][0]["finish_reason"] == "stop":
+            stopped += 1
+            check(depth_ok(json.loads(text)), "guided_grammar (recursive) output is nested lists: %r" % text)
+        else:  # ran out of tokens: still a prefix of such lists
+            check(status == 200 and text.startswith("[") and re.fullmatch(r"[\[\],0-9]*", text) is not None,
+                  "guided_grammar (recursive) prefix: %r" % (text,))
+    check(stopped >= 3, "most recursive-grammar outputs end on their own (%d of 6)" % stopped)
     # Streaming: the concatenated deltas are the document.
     req = urllib.request.Request(ARGS.base_url + "/v1/completions", method="POST", data=json.dumps({
         "prompt": "JSON:", "guided_json": SCHEMAS[0], "max_tokens": MAX_TOKENS, "stream": True, "seed": 5,
@@ -185,7 +212,9 @@ def others_scenario():
             "type": "object", "properties": {"d": {"type": "string", "format": "date"}}}}}}, "response_format", "format"),
         ({"guided_regex": "(a)\\1"}, "guided_regex", "\\1"),
         ({"guided_regex": "(?=a)a"}, "guided_regex", "(?"),
-        ({"guided_grammar": "root ::= \"a\""}, "guided_grammar", None),
+        ({"guided_grammar": "root ::= root \"a\" | \"b\""}, "guided_grammar", "left-recursive"),
+        ({"guided_grammar": "root ::= [0-9"}, "guided_grammar", "line 1"),
+        ({"structured_outputs": {"structural_tag": "x"}}, "structured_outputs", "structural_tag"),
         ({"response_format": {"type": "grammar"}}, "response_format", None),
         ({"guided_json": {"type": "object"}, "guided_choice": ["a"]}, "guided_choice", None),
         ({"guided_choice": []}, "guided_choice", None),
