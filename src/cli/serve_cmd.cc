@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -23,6 +24,7 @@
 #include "core/logging.h"
 #include "runtime/runtime.h"
 #include "guard/guard_rules.h"
+#include "server/guard_model.h"
 #include "server/config_file.h"
 #include "server/http_guards.h"
 #include "server/http_server.h"
@@ -64,6 +66,14 @@ bool expand_config(int argc, char** argv, std::vector<std::string>* args) {
 struct ListFlags {
   std::string allowed_origins, allowed_hosts;
   std::string guard_rules;  // a file, compiled once CLI11 is done
+};
+
+// --guard-model: a second model loaded in the process (server/guard_model.h).
+struct GuardModelFlags {
+  std::string model;
+  int64_t max_model_len = 4096;
+  int64_t kv_cache_memory = 256LL << 20;
+  double timeout_s = 60;
 };
 
 void add_server_flags(CLI::App& app, server::ServerConfig* sc, ListFlags* lists, bool* no_chat_page) {
@@ -119,7 +129,7 @@ void add_server_flags(CLI::App& app, server::ServerConfig* sc, ListFlags* lists,
 
 // Fills rc and sc from the command line and --config; returns the exit status to stop with,
 // or -1 to go on serving.
-int parse_serve_flags(int argc, char** argv, RuntimeConfig* rc, server::ServerConfig* sc) {
+int parse_serve_flags(int argc, char** argv, RuntimeConfig* rc, server::ServerConfig* sc, GuardModelFlags* gm) {
   CLI::App app{"Serve a model over the OpenAI-compatible HTTP API", "lancet serve"};
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   add_runtime_flags(app, rc);
@@ -143,6 +153,15 @@ int parse_serve_flags(int argc, char** argv, RuntimeConfig* rc, server::ServerCo
   ListFlags lists;
   bool no_chat_page = false;
   add_server_flags(app, sc, &lists, &no_chat_page);
+  app.add_option("--guard-model", gm->model,
+                 "a second model (any lancet loads: Llama Guard 3, ...) that classifies each prompt the content "
+                 "rules pass; unsafe is a 400 content_filter (docs/GUARD.md)");
+  app.add_option("--guard-model-max-model-len", gm->max_model_len, "the guard model's context length")
+      ->capture_default_str();
+  app.add_option("--guard-model-kv-cache-memory", gm->kv_cache_memory, "bytes for the guard model's KV cache")
+      ->capture_default_str();
+  app.add_option("--guard-model-timeout", gm->timeout_s, "seconds one classification may take (then the prompt passes)")
+      ->capture_default_str();
   app.set_config();  // disables CLI11's own --config handling; expand_config() does it
   std::vector<std::string> args;
   if (!expand_config(argc, argv, &args)) return 2;
@@ -182,6 +201,10 @@ int parse_serve_flags(int argc, char** argv, RuntimeConfig* rc, server::ServerCo
     sc->guard_rules = std::move(*rules);
   }
   sc->limits.max_logprobs = rc->max_logprobs;
+  if (!gm->model.empty() && (gm->max_model_len < 64 || gm->kv_cache_memory <= 0 || !(gm->timeout_s > 0))) {
+    std::fprintf(stderr, "lancet serve: --guard-model-max-model-len must be >= 64, the KV memory and timeout > 0\n");
+    return 2;
+  }
   for (const Status& st : {rc->validate(), sc->validate()}) {
     if (!st.ok()) {
       std::fprintf(stderr, "lancet serve: %s\n", st.message().c_str());
@@ -189,6 +212,24 @@ int parse_serve_flags(int argc, char** argv, RuntimeConfig* rc, server::ServerCo
     }
   }
   return -1;
+}
+
+// The guard model's runtime: the served model's backend and numerics, its own file, context,
+// KV cache and a few sequences; nothing of the served model's serving extras (speculation,
+// offload, tensor parallelism, chat template, online quantization).
+RuntimeConfig guard_runtime_config(const RuntimeConfig& rc, const GuardModelFlags& gm) {
+  RuntimeConfig g;
+  g.model = gm.model;
+  g.backend = rc.backend;
+  g.num_threads = rc.num_threads;
+  g.activation_precision = rc.activation_precision;
+  g.max_model_len = gm.max_model_len;
+  g.allow_long_max_model_len = false;
+  g.kv_cache_memory = gm.kv_cache_memory;
+  g.max_num_seqs = 8;
+  g.max_num_batched_tokens = std::max<int64_t>(gm.max_model_len, 512);
+  g.enforce_eager = rc.enforce_eager;
+  return g;
 }
 
 // Shutdown after the first SIGINT/SIGTERM: drain (abort what is left after --drain-timeout)
@@ -226,7 +267,8 @@ int cmd_serve(int argc, char** argv) {
   RuntimeConfig rc;
   server::ServerConfig sc;
   sc.version = LANCET_VERSION;
-  if (const int code = parse_serve_flags(argc, argv, &rc, &sc); code >= 0) return code;
+  GuardModelFlags gm;
+  if (const int code = parse_serve_flags(argc, argv, &rc, &sc, &gm); code >= 0) return code;
 
   // Signals are taken synchronously by sigwait below; every thread started from here on
   // inherits the mask. A client that disconnects must not kill the process with SIGPIPE.
@@ -251,6 +293,28 @@ int cmd_serve(int argc, char** argv) {
   std::thread http_thread([&] { http.run(); });
   std::fprintf(stderr, "lancet serve: listening on http://%s:%d, loading %s\n", sc.host.c_str(), http.port(),
                rc.model.c_str());
+  // The guard model loads first: on a GPU the served model's KV cache then takes what is left.
+  std::unique_ptr<Runtime> guard_runtime;
+  std::unique_ptr<server::ServingModel> guard_serving;
+  std::unique_ptr<server::GuardModel> guard_model;
+  if (!gm.model.empty()) {
+    RuntimeConfig grc = guard_runtime_config(rc, gm);
+    auto g = Runtime::create(grc);
+    if (!g.ok()) {
+      std::fprintf(stderr, "lancet serve: --guard-model: %s\n", g.status().message().c_str());
+      http.stop();
+      http_thread.join();
+      return 1;
+    }
+    guard_runtime = std::move(*g);
+    guard_serving = server::make_runtime_model(guard_runtime.get());
+    guard_model = std::make_unique<server::GuardModel>(guard_serving.get(),
+                                                       server::GuardModelConfig{.timeout_s = gm.timeout_s});
+    http.set_guard_model(guard_model.get());
+    std::fprintf(stderr, "lancet serve: guard model '%s' loaded (%s)\n", guard_model->name().c_str(),
+                 guard_model->template_is_guard() ? "its chat template writes the safety task"
+                                                  : "the safety task written as a user message");
+  }
   auto runtime = Runtime::create(rc);
   if (!runtime.ok()) {
     std::fprintf(stderr, "lancet serve: %s\n", runtime.status().message().c_str());

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <ctime>
 
+#include "core/logging.h"
 #include "engine/request_checks.h"
 #include "server/sse.h"
 
@@ -169,9 +170,45 @@ void CompletionSession::guard_output(size_t prompt, Choice& c, bool last, ChunkF
   }
 }
 
+// The guard model on what the rules passed: a chat request's messages as its conversation, each
+// completion prompt as one user turn (token-id prompts decoded first). A guard that cannot
+// answer lets the prompt through, counted as "error" and logged: the rules still apply.
+std::optional<ApiError> CompletionSession::classify_prompts() {
+  std::vector<nlohmann::ordered_json> conversations;
+  auto user_turn = [](const std::string& text) {
+    return nlohmann::ordered_json::array({{{"role", "user"}, {"content", text}}});
+  };
+  if (chat()) {
+    conversations.push_back(req_.messages);
+  } else {
+    for (const std::string& t : req_.text_prompts) conversations.push_back(user_turn(t));
+    if (model_->has_tokenizer())
+      for (const auto& ids : req_.token_prompts) conversations.push_back(user_turn(model_->decode(ids)));
+  }
+  for (const auto& conv : conversations) {
+    const Clock::time_point t0 = Clock::now();
+    auto v = guard_model_->classify(conv);
+    if (!v.ok()) {
+      LOG_WARN("guard model '" << guard_model_->name() << "': " << v.status().message() << "; the prompt passes");
+      if (metrics_) metrics_->count_guard_model("error", {}, seconds(Clock::now() - t0));
+      continue;
+    }
+    if (metrics_) metrics_->count_guard_model(verdict_name(v->kind), v->categories, v->seconds);
+    if (v->kind != GuardVerdict::Kind::kUnsafe) continue;
+    std::string cats;
+    for (const std::string& c : v->categories) cats += (cats.empty() ? "" : ", ") + c;
+    return ApiError{400,
+                    "the prompt was blocked by the guard model" + (cats.empty() ? "" : " (categories " + cats + ")"),
+                    "invalid_request_error", chat() ? "messages" : "prompt", "content_filter"};
+  }
+  return std::nullopt;
+}
+
 std::optional<ApiError> CompletionSession::submit() {
   if (guard_)
     if (auto e = guard_prompts()) return e;
+  if (guard_model_)
+    if (auto e = classify_prompts()) return e;
   std::vector<std::vector<int32_t>> prompts;
   if (auto e = encode_prompts(&prompts)) return e;
   const int64_t max_len = model_->max_model_len();

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "guard/guard_scanner.h"
+#include "server/guard_model.h"
 #include "server/metrics.h"
 #include "server/openai_json.h"
 #include "server/serving_model.h"
@@ -42,6 +43,9 @@ class CompletionSession {
   // output is released only up to what the rules have cleared, and a blocked output ends its
   // choice with finish_reason "content_filter", cut before the match.
   void set_guard(const guard::GuardRules* rules) { guard_ = rules; }
+  // The guard model (--guard-model): classifies each prompt the rules let through; unsafe is a
+  // 400 content_filter.
+  void set_guard_model(const GuardModel* guard) { guard_model_ = guard; }
   // The engine priority of the request's sequences (engine/scheduler.h: lower runs first;
   // the Batch API's requests run at kBatchPriority). Before submit().
   void set_priority(int32_t priority) { priority_ = priority; }
@@ -100,6 +104,7 @@ class CompletionSession {
                         const Writer& write);
   // The prompt texts through the rules; the first block is the error.
   std::optional<ApiError> guard_prompts();
+  std::optional<ApiError> classify_prompts();
   // Output text of a choice through its scanner; fills delta->content with what is cleared.
   void guard_output(size_t prompt, Choice& c, bool last, ChunkFields* delta);
   void count_hits(const std::vector<guard::Hit>& hits, size_t from, const char* where);
@@ -141,6 +146,7 @@ class CompletionSession {
   bool model_error_ = false;
   bool timed_out_ = false;
   const guard::GuardRules* guard_ = nullptr;
+  const GuardModel* guard_model_ = nullptr;
   int32_t priority_ = 0;
   double guard_seconds_ = 0;
   std::set<std::pair<int32_t, std::string>> guard_counted_;  // (rule, where) once per request

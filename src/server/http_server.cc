@@ -85,6 +85,7 @@ struct HttpServer::Impl {
   ServerConfig config;
   HttpListener http;
   std::atomic<ServingModel*> model{nullptr};
+  std::atomic<const GuardModel*> guard_model{nullptr};
   std::atomic<bool> draining{false};
   std::atomic<int64_t> in_flight{0};
   Metrics metrics;
@@ -162,6 +163,7 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, const std:
   // session may check it whenever it waits.
   const ClientConnection conn = client_of(req);
   if (config.guard_rules) session->set_guard(config.guard_rules.get());
+  if (const GuardModel* gm = guard_model.load()) session->set_guard_model(gm);
   if (conn.found()) session->set_client_gone([conn] { return conn.closed(); });
   if (auto e = session->submit()) return send_error(res, *e);
   if (!stream) {
@@ -473,6 +475,8 @@ int HttpServer::port() const { return impl_->bound_port; }
 void HttpServer::run() { impl_->http.serve(); }
 
 void HttpServer::set_model(ServingModel* model) { impl_->model.store(model); }
+
+void HttpServer::set_guard_model(const GuardModel* guard) { impl_->guard_model.store(guard); }
 
 void HttpServer::begin_drain() { impl_->draining.store(true); }
 

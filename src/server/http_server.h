@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "core/status.h"
+#include "server/guard_model.h"
 #include "server/metrics.h"
 #include "server/server_config.h"
 #include "server/serving_model.h"
@@ -34,6 +35,9 @@ class HttpServer {
   void run();
   // The model to serve (must outlive the server); null = still loading (503).
   void set_model(ServingModel* model);
+  // The guard model (--guard-model) every completion's prompts go through after the content
+  // rules; set before set_model (null: none). Must outlive the server's requests.
+  void set_guard_model(const GuardModel* guard);
   // Graceful shutdown, step 1: /health turns 503 and new requests get 503.
   void begin_drain();
   // Step 2: waits until no completion request is in flight; false on timeout.

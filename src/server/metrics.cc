@@ -77,7 +77,8 @@ Metrics::Metrics()
       inference_(kE2eBuckets),
       params_n_(kParamsNBuckets),
       params_max_tokens_(kTokenBuckets),
-      guard_time_(kGuardBuckets) {}
+      guard_time_(kGuardBuckets),
+      guard_model_time_(kE2eBuckets) {}
 
 void Metrics::count_guard_match(const std::string& rule, const char* action, const char* where) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -93,6 +94,13 @@ void Metrics::count_guard_match(const std::string& rule, const char* action, con
 void Metrics::observe_guard_seconds(double s) {
   std::lock_guard<std::mutex> lock(mu_);
   guard_time_.observe(s);
+}
+
+void Metrics::count_guard_model(const char* verdict, const std::vector<std::string>& categories, double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++guard_model_verdicts_[verdict];
+  for (const std::string& c : categories) ++guard_model_categories_[escape_label(c)];
+  guard_model_time_.observe(seconds);
 }
 
 void Metrics::record(const RequestObservation& obs) {
@@ -233,6 +241,18 @@ std::string Metrics::render(const std::string& model_name, const EngineStats& st
     for (const auto& [labels, n] : guard_matches_)
       sample(&out, "lancet:guard_matches_total", l + "," + labels, static_cast<double>(n));
     hist("lancet:guard_seconds", "Histogram of content-rule time per request in seconds.", guard_time_);
+  }
+  if (guard_model_time_.count() > 0) {
+    header(&out, "lancet:guard_model_verdicts_total", "counter",
+           "Prompts the guard model classified, by verdict (safe, unsafe, unknown, error).");
+    for (const auto& [v, n] : guard_model_verdicts_)
+      sample(&out, "lancet:guard_model_verdicts_total", l + ",verdict=\"" + v + "\"", static_cast<double>(n));
+    header(&out, "lancet:guard_model_unsafe_categories_total", "counter",
+           "Categories the guard model named in unsafe verdicts.");
+    for (const auto& [c, n] : guard_model_categories_)
+      sample(&out, "lancet:guard_model_unsafe_categories_total", l + ",category=\"" + c + "\"", static_cast<double>(n));
+    hist("lancet:guard_model_seconds", "Histogram of the guard model's time per classified prompt in seconds.",
+         guard_model_time_);
   }
   hist("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", queue_);
   hist("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", prefill_);

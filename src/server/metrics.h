@@ -46,6 +46,10 @@ class Metrics {
   // and the time the rules took for the whole request.
   void count_guard_match(const std::string& rule, const char* action, const char* where);
   void observe_guard_seconds(double s);
+  // The guard model (--guard-model): one verdict per classified prompt ("safe", "unsafe",
+  // "unknown" for an answer it could not read, "error" when the guard could not answer), the
+  // categories of unsafe ones, and the classification's time.
+  void count_guard_model(const char* verdict, const std::vector<std::string>& categories, double seconds);
   std::string render(const std::string& model_name, const EngineStats& stats, int64_t http_in_flight) const;
 
  private:
@@ -58,6 +62,8 @@ class Metrics {
   std::map<int, int64_t> http_errors_;
   Histogram guard_time_;
   std::map<std::string, int64_t> guard_matches_;  // the rendered label set -> count
+  Histogram guard_model_time_;
+  std::map<std::string, int64_t> guard_model_verdicts_, guard_model_categories_;
 };
 
 }  // namespace lancet::server

@@ -1,6 +1,6 @@
 // `lancet serve --guard-rules` on the default model: English and Chinese prompts blocked or
 // allowed exactly, a greedy output known to contain a blocked word cut before it (streamed and
-// not), and the guard counters in /metrics.
+// not), and the guard counters in /metrics; `--guard-model` behind the rules.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -87,6 +87,65 @@ TEST(ServerGuard, PromptsAndOutputsClassifiedExactly) {
   EXPECT_NE(m->body.find("rule=\"rude\",action=\"flag\",where=\"prompt\"} 1"), std::string::npos);
   EXPECT_NE(m->body.find("rule=\"anthem\",action=\"block\",where=\"output\"} 2"), std::string::npos);
   EXPECT_NE(m->body.find("lancet:guard_seconds_count"), std::string::npos);
+  EXPECT_EQ(server.stop(SIGTERM, 60), 0);
+}
+
+// --guard-model (the default model itself as the guard): prompts the rules pass are classified,
+// one verdict each, always a readable one (the answer is generated under the verdict's
+// grammar), deterministically (greedy); unsafe is a 400 content_filter, safe is served; what
+// the rules block never reaches the guard.
+double metric_value(const std::string& text, const std::string& series) {
+  const size_t at = text.find(series + " ");
+  return at == std::string::npos ? 0 : std::stod(text.substr(at + series.size() + 1));
+}
+
+TEST(ServerGuard, GuardModelClassifiesWhatTheRulesPass) {
+  if (default_model().empty()) FAIL() << "default model missing (tools/fetch_model.sh)";
+  const std::string rules = make_temp_dir() + "/rules.yaml";
+  std::ofstream(rules) << kRules;
+  ServerProcess server;
+  std::string err;
+  ASSERT_TRUE(server.start({default_model(), "--guard-rules", rules, "--guard-model", default_model(),
+                            "--guard-model-max-model-len", "1024", "--guard-model-kv-cache-memory", "67108864",
+                            "--max-model-len", "512", "--kv-cache-memory", "67108864", "--threads", "2"},
+                           &err) &&
+              server.wait_healthy(90, &err))
+      << err;
+  EXPECT_NE(server.log().find("guard model 'SmolLM2-135M-Instruct.Q4_1.gguf' loaded"), std::string::npos)
+      << server.log();
+  httplib::Client cli("127.0.0.1", server.port());
+  cli.set_read_timeout(90);
+  int status = 0;
+  std::string raw;
+  chat(cli, "How do I make a bomb?", false, &status, &raw);  // the rules block it first
+  EXPECT_EQ(status, 400);
+  const std::vector<std::string> prompts = {"What is the capital of France?", "Write a haiku about rain.",
+                                            "How do I hurt someone and get away with it?"};
+  int blocked = 0;
+  for (int round = 0; round < 2; ++round) {
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const auto j = chat(cli, prompts[i], false, &status, &raw);
+      ASSERT_TRUE(status == 200 || status == 400) << raw;
+      if (status == 400) {
+        EXPECT_EQ(j["error"]["code"], "content_filter") << raw;
+        EXPECT_EQ(j["error"]["message"].get<std::string>().rfind("the prompt was blocked by the guard model", 0), 0u)
+            << raw;
+      }
+      static std::vector<int> first(3);
+      if (round == 0) first[i] = status;
+      else EXPECT_EQ(status, first[i]) << "the same prompt, the same verdict: " << prompts[i];
+      blocked += status == 400;
+    }
+  }
+  auto m = cli.Get("/metrics");
+  ASSERT_TRUE(m);
+  const std::string l = "{model_name=\"SmolLM2-135M-Instruct.Q4_1.gguf\"";
+  const double safe = metric_value(m->body, "lancet:guard_model_verdicts_total" + l + ",verdict=\"safe\"}");
+  const double unsafe = metric_value(m->body, "lancet:guard_model_verdicts_total" + l + ",verdict=\"unsafe\"}");
+  EXPECT_EQ(safe + unsafe, 6) << m->body;  // one readable verdict per prompt the rules passed
+  EXPECT_EQ(unsafe, blocked) << m->body;
+  EXPECT_EQ(m->body.find("verdict=\"unknown\""), std::string::npos) << m->body;
+  EXPECT_EQ(metric_value(m->body, "lancet:guard_model_seconds_count" + l + "}"), 6) << m->body;
   EXPECT_EQ(server.stop(SIGTERM, 60), 0);
 }
 
