@@ -1,6 +1,7 @@
 // `lancet merge-lora BASE ADAPTER OUT`: a Hugging Face checkpoint with a PEFT LoRA adapter merged
 // into its weights (W + scale * B . A, io/lora_adapter.h), written as a checkpoint of the base's
-// dtypes (the adapted weights converted back with round-to-nearest-even), the base's config and
+// dtypes (the adapted weights converted back with round-to-nearest-even, or kept in F32 with
+// --dtype float32), the base's config and
 // tokenizer files beside it. `lancet quantize --fp8 OUT OUT-FP8` then makes the FP8 checkpoint.
 // Shards are planned from the tensor sizes (--max-shard-size), so memory stays at about one
 // shard plus one weight in f32.
@@ -32,18 +33,20 @@ struct MergeConfig {
   std::string adapter;
   std::string output;
   uint64_t max_shard_bytes = 5ull << 30;
+  bool f32_adapted = false;  // --dtype float32: adapted weights written as F32
 };
 
-// One adapted weight in its base dtype.
-StatusOr<std::vector<uint8_t>> merged_bytes(const TensorView& t, const std::string& name, const LoraAdapter& lora) {
+// One adapted weight in its base dtype (or F32).
+StatusOr<std::vector<uint8_t>> merged_bytes(const TensorView& t, const std::string& name, const LoraAdapter& lora,
+                                            bool f32) {
   if (t.shape.size() != 2) return InvalidArgument("merge-lora: " + name + " is not 2-D");
   std::vector<float> w(static_cast<size_t>(t.numel()));
   if (!convert_to_f32(t.dtype, t.data, w.data(), w.size()))
     return Unimplemented("merge-lora: " + name + " is " + dtype_name(t.dtype) +
                          "; the base must hold F32, F16 or BF16 weights (quantize after merging)");
   RETURN_IF_ERROR(lora.apply(name, w.data(), t.shape[0], t.shape[1], &default_thread_pool()));
-  std::vector<uint8_t> out(static_cast<size_t>(t.nbytes));
-  if (t.dtype == DType::kF32) {
+  std::vector<uint8_t> out(f32 ? w.size() * sizeof(float) : static_cast<size_t>(t.nbytes));
+  if (f32 || t.dtype == DType::kF32) {
     std::memcpy(out.data(), w.data(), out.size());
   } else {
     auto* o = reinterpret_cast<uint16_t*>(out.data());
@@ -71,13 +74,15 @@ Status merge(const MergeConfig& cfg) {
   std::vector<std::vector<std::string>> shards(1);
   uint64_t shard_bytes = 0, total = 0;
   for (const auto& [name, t] : src->tensors()) {
-    if (shard_bytes > 0 && shard_bytes + t.nbytes > cfg.max_shard_bytes) {
+    const uint64_t nbytes =
+        cfg.f32_adapted && lora->factors().count(name) ? static_cast<uint64_t>(t.numel()) * sizeof(float) : t.nbytes;
+    if (shard_bytes > 0 && shard_bytes + nbytes > cfg.max_shard_bytes) {
       shards.emplace_back();
       shard_bytes = 0;
     }
     shards.back().push_back(name);
-    shard_bytes += t.nbytes;
-    total += t.nbytes;
+    shard_bytes += nbytes;
+    total += nbytes;
   }
   ojson weight_map = ojson::object();
   for (size_t i = 0; i < shards.size(); ++i) {
@@ -93,9 +98,9 @@ Status merge(const MergeConfig& cfg) {
         out.push_back({name, t.dtype, t.shape, t.data, t.nbytes});
         continue;
       }
-      ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, merged_bytes(t, name, *lora));
+      ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, merged_bytes(t, name, *lora, cfg.f32_adapted));
       owned.push_back(std::move(bytes));
-      out.push_back({name, t.dtype, t.shape, owned.back().data(), owned.back().size()});
+      out.push_back({name, cfg.f32_adapted ? DType::kF32 : t.dtype, t.shape, owned.back().data(), owned.back().size()});
     }
     RETURN_IF_ERROR(write_safetensors((out_dir / file).string(), out, {{"format", "pt"}}));
   }
@@ -126,12 +131,19 @@ int cmd_merge_lora(int argc, char** argv) {
       ->required();
   app.add_option("output", cfg.output, "output directory")->required();
   app.add_option("--max-shard-size", max_shard_gb, "largest safetensors shard, GB")->capture_default_str();
+  std::string dtype = "base";
+  app.add_option("--dtype", dtype,
+                 "dtype of the adapted weights: base (the base's, rounded to nearest even) or float32 (the exact "
+                 "sum, as the adapter computes; other weights stay as they are)")
+      ->check(CLI::IsMember({"base", "float32"}))
+      ->capture_default_str();
   if (const int parsed = parse_args(app, argc, argv); parsed >= 0) return parsed;
   if (!(max_shard_gb > 0)) {
     std::fprintf(stderr, "lancet merge-lora: --max-shard-size must be positive\n");
     return 2;
   }
   cfg.max_shard_bytes = static_cast<uint64_t>(max_shard_gb * (1ull << 30));
+  cfg.f32_adapted = dtype == "float32";
   const Status st = merge(cfg);
   if (!st.ok()) {
     std::fprintf(stderr, "lancet merge-lora: %s\n", st.to_string().c_str());

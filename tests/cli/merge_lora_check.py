@@ -4,7 +4,7 @@ tensor of the result: adapted weights equal bf16(W + alpha/r * B @ A) computed h
 (at most one bf16 ulp apart, for rounding ties of a different summation order), all others
 byte-identical; the merged model generates; rslora scales by alpha/sqrt(r); and adapters that
 cannot be merged as written (DoRA, a module the base lacks, a rank that contradicts r, a pickle
-file) are errors naming the cause. Prints one "ok:" line per check; exits 1 on the first failure.
+file) are errors naming the cause; --dtype float32 keeps the adapted weights' exact sum in F32. Prints one "ok:" line per check; exits 1 on the first failure.
 
   python merge_lora_check.py LANCET BASE_DIR WORK_DIR
 """
@@ -83,9 +83,10 @@ def make_adapter(path, factors, config):
     write_safetensors(os.path.join(path, "adapter_model.safetensors"), tensors)
 
 
-def merge(adapter, out):
+def merge(adapter, out, *flags):
     shutil.rmtree(out, ignore_errors=True)
-    return subprocess.run([LANCET, "merge-lora", BASE, adapter, out], capture_output=True, text=True, timeout=120)
+    return subprocess.run([LANCET, "merge-lora", BASE, adapter, out, *flags], capture_output=True, text=True,
+                          timeout=120)
 
 
 base = read_safetensors(os.path.join(BASE, "model.safetensors"))
@@ -144,6 +145,24 @@ make_adapter(adapter, factors, {"use_rslora": True})
 p = merge(adapter, out)
 check(p.returncode == 0, "rslora merge exits 0: " + p.stderr[-400:])
 expect_merged(out, 8 / 2, "rslora")
+
+# 2b. --dtype float32: the adapted weights are the exact sum in F32 (within one float32 ulp of
+# the float64 one); the others stay byte-identical in the base's dtype.
+p = merge(adapter, out, "--dtype", "float32")
+check(p.returncode == 0, "float32 merge exits 0: " + p.stderr[-400:])
+merged = read_safetensors(os.path.join(out, "model.safetensors"))
+for name, (dtype, shape, raw) in base.items():
+    mdtype, mshape, mraw = merged[name]
+    module = name[: -len(".weight")]
+    if module not in factors:
+        check(mdtype == dtype and mraw == raw, f"float32 merge: {name} is byte-identical to the base")
+        continue
+    a, b = factors[module]
+    want = (to_f64(dtype, shape, raw) + 4.0 * (b @ a)).astype(np.float32)
+    got = np.frombuffer(mraw, dtype=np.float32).reshape(shape)
+    ulps = np.abs(want.view(np.int32).astype(np.int64) - got.view(np.int32).astype(np.int64)).max()
+    check(mdtype == "F32" and mshape == shape and ulps <= 1,
+          f"float32 merge: {name} is F32 and equals W + 4 * B @ A within one f32 ulp (max {ulps})")
 
 # 3. adapters that cannot be merged as written
 bad_cases = [
