@@ -10,7 +10,7 @@ adapter_model.safetensors), and writes OUT/NAME/golden.safetensors in the layout
 fixtures' golden files (../shared/fixtures/README.md):
     case{i}.input_ids int32 [L], case{i}.positions int32 [P], case{i}.logits float32 [P, V],
     case{i}.greedy int32 [S]
-computed by the peft model (base weights upcast from bf16, adapter weights as saved, float32),
+computed by the peft model (base loaded in bf16 and upcast, adapter weights as saved, float32),
 with OUT/NAME/golden.json listing the cases (what `lancet eval-logits --golden` reads).
 The "chat" adapter is stored in bf16 and uses rsLoRA (scale alpha / sqrt(r)), "sql" in float32
 with alpha / r. --extra-path adds a folder of unpacked wheels to the end of sys.path.
@@ -50,6 +50,15 @@ summary = {"base": os.path.basename(os.path.normpath(a.base)), "peft": peft.__ve
            "transformers": transformers.__version__, "torch": torch.__version__, "adapters": []}
 for spec in ADAPTERS:
     base = AutoModelForCausalLM.from_pretrained(a.base, dtype=torch.float32).eval()
+    # The fixtures' goldens (and lancet, src/model/rope.h) use rotary frequencies rounded to the
+    # checkpoint's bf16, as transformers has them when it materializes the model in that dtype;
+    # loaded directly in float32 they stay float32 and the logits differ by ~3e-2 at 64 tokens.
+    rot = base.model.rotary_emb
+    with torch.no_grad():
+        rot.inv_freq.copy_(rot.inv_freq.to(torch.bfloat16).to(torch.float32))
+    if hasattr(rot, "original_inv_freq"):
+        rot.original_inv_freq = rot.inv_freq.clone()
+    summary["rotary_inv_freq"] = "float32 values rounded to bfloat16"
     V = base.config.vocab_size
     cfg = LoraConfig(r=spec["r"], lora_alpha=spec["alpha"], target_modules=spec["targets"], lora_dropout=0.0,
                      bias="none", use_rslora=spec["rslora"], init_lora_weights=False, task_type="CAUSAL_LM")
