@@ -301,7 +301,11 @@ int cmd_serve(int argc, char** argv) {
     RuntimeConfig grc = guard_runtime_config(rc, gm);
     auto g = Runtime::create(grc);
     if (!g.ok()) {
-      std::fprintf(stderr, "lancet serve: --guard-model: %s\n", g.status().message().c_str());
+      // The runtime names its own flags; the guard model's are --guard-model-*.
+      std::fprintf(stderr,
+                   "lancet serve: --guard-model: %s (the guard model's are --guard-model-kv-cache-memory and "
+                   "--guard-model-max-model-len)\n",
+                   g.status().message().c_str());
       http.stop();
       http_thread.join();
       return 1;

@@ -149,6 +149,21 @@ TEST(ServerGuard, GuardModelClassifiesWhatTheRulesPass) {
   EXPECT_EQ(server.stop(SIGTERM, 60), 0);
 }
 
+TEST(ServerGuard, GuardModelThatDoesNotFitStopsTheStartNamingItsFlags) {
+  ServerProcess server;
+  std::string err;
+  EXPECT_FALSE(server.start({default_model(), "--guard-model", default_model(), "--guard-model-max-model-len", "1024",
+                             "--guard-model-kv-cache-memory", "1048576"},
+                            &err) &&
+               server.wait_healthy(30, &err));
+  EXPECT_NE(err.find("--guard-model: the KV cache"), std::string::npos) << err;
+  EXPECT_NE(err.find("--guard-model-kv-cache-memory"), std::string::npos) << err;
+  ServerProcess missing;
+  EXPECT_FALSE(missing.start({default_model(), "--guard-model", "/nonexistent/guard"}, &err) &&
+               missing.wait_healthy(30, &err));
+  EXPECT_NE(err.find("--guard-model:"), std::string::npos) << err;
+}
+
 TEST(ServerGuard, BadRulesFileStopsTheStart) {
   const std::string rules = make_temp_dir() + "/bad.yaml";
   std::ofstream(rules) << "rules:\n  - id: x\n    regexes: ['(']\n";
