@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/utf8_encode.h"
+
 namespace lancet::structured {
 namespace {
 
@@ -21,24 +23,6 @@ int hex_value(char c) {
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
-}
-
-void append_utf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
 }
 
 class Parser {
@@ -175,7 +159,7 @@ class Parser {
         uint32_t cp = 0;
         bool escaped = false;
         RETURN_IF_ERROR(read_char(&cp, &escaped));
-        if (escaped) append_utf8(cp, &bytes);
+        if (escaped) utf8_append_codepoint(cp, &bytes);
         else bytes.push_back(static_cast<char>(cp));  // raw bytes of the text as they are
       }
       if (pos_ >= t_.size()) return error(at, "a closing '\"'");
