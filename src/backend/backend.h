@@ -17,6 +17,7 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "backend/lora_args.h"
 #include "backend/op_timing.h"
 
 namespace lancet {
@@ -278,6 +279,26 @@ class Backend {
   // Rope on q and k, then k and v into their cache slots (rope, then kv_write). r.k is w.k.
   virtual Status rope_kv_write(const RopeArgs& r, const KvWriteArgs& w, const KvCacheLayer& cache);
 
+  // ---- LoRA adapters (backend/lora_args.h) ----
+  // Room for one projection's factors in num_slots slots, every slot empty. The default keeps
+  // f32; a backend may store another type (CUDA: bf16).
+  virtual StatusOr<LoraModuleWeights> alloc_lora_module(int64_t num_slots, int64_t max_rank, int64_t in, int64_t out);
+  // Slot `slot` of w takes factors a [rank, w.in] and b [w.out, rank] (f32, host; rank <=
+  // w.max_rank), b multiplied by scale; rank 0 empties the slot. Ordered with the queued work.
+  virtual Status set_lora_slot(LoraModuleWeights& w, int64_t slot, const float* a /*[rank, in] host*/,
+                               const float* b /*[out, rank] host*/, int64_t rank, float scale);
+  virtual Status lora_apply(const LoraApplyArgs& a) {
+    (void)a;
+    return Unimplemented(std::string(name()) + " backend has no LoRA");
+  }
+  // Several projections of one input (q, k and v): args[i] as lora_apply, all with the same x
+  // and rows, each with its own y and scratch. The default applies them one after another; a
+  // backend may do them in fewer launches.
+  virtual Status lora_apply_multi(std::span<const LoraApplyArgs> args) {
+    for (const LoraApplyArgs& a : args) RETURN_IF_ERROR(lora_apply(a));
+    return OkStatus();
+  }
+
   // ---- graphs: ops enqueued between begin_capture and end_capture are recorded instead of
   // run, and launch_graph replays them with the same pointers and shapes (the data behind the
   // pointers may change). Nothing may be allocated or copied to the host while capturing. ----
@@ -395,6 +416,54 @@ inline Status Backend::matmul_gate_up_silu(const float* x, int64_t n, const Weig
   RETURN_IF_ERROR(matmul(x, n, gate, gate_out));
   RETURN_IF_ERROR(matmul(x, n, up, up_out));
   return silu_mul(gate_out, up_out, n, gate.rows, act);
+}
+
+inline StatusOr<LoraModuleWeights> Backend::alloc_lora_module(int64_t num_slots, int64_t max_rank, int64_t in,
+                                                              int64_t out) {
+  if (num_slots <= 0 || max_rank <= 0 || in <= 0 || out <= 0)
+    return InvalidArgument("alloc_lora_module: slots, rank and shape must be positive");
+  LoraModuleWeights w;
+  w.num_slots = num_slots;
+  w.max_rank = max_rank;
+  w.in = in;
+  w.out = out;
+  w.dtype = DType::kF32;
+  const size_t a_bytes = static_cast<size_t>(num_slots * max_rank * in) * sizeof(float);
+  const size_t b_bytes = static_cast<size_t>(num_slots * out * max_rank) * sizeof(float);
+  const size_t r_bytes = static_cast<size_t>(num_slots) * sizeof(int32_t);
+  ASSIGN_OR_RETURN(Buffer a, alloc(a_bytes));
+  ASSIGN_OR_RETURN(Buffer b, alloc(b_bytes));
+  ASSIGN_OR_RETURN(Buffer r, alloc(r_bytes));
+  RETURN_IF_ERROR(zero(a.data(), a_bytes));
+  RETURN_IF_ERROR(zero(b.data(), b_bytes));
+  RETURN_IF_ERROR(zero(r.data(), r_bytes));
+  w.a = a.data();
+  w.b = b.data();
+  w.slot_rank = r.as<int32_t>();
+  w.host_rank.assign(static_cast<size_t>(num_slots), 0);
+  w.owner = std::make_shared<std::vector<Buffer>>(std::vector<Buffer>{a, b, r});
+  return w;
+}
+
+inline Status Backend::set_lora_slot(LoraModuleWeights& w, int64_t slot, const float* a, const float* b, int64_t rank,
+                                     float scale) {
+  if (slot < 0 || slot >= w.num_slots || rank < 0 || rank > w.max_rank)
+    return InvalidArgument("set_lora_slot: slot " + std::to_string(slot) + " or rank " + std::to_string(rank) +
+                           " outside the module's " + std::to_string(w.num_slots) + " slots of rank " +
+                           std::to_string(w.max_rank));
+  if (w.dtype != DType::kF32) return Unimplemented("set_lora_slot: this backend stores LoRA factors as f32 only");
+  const int64_t R = w.max_rank;
+  std::vector<float> pa(static_cast<size_t>(R * w.in), 0.0f), pb(static_cast<size_t>(w.out * R), 0.0f);
+  for (int64_t j = 0; j < rank; ++j)
+    for (int64_t i = 0; i < w.in; ++i) pa[static_cast<size_t>(j * w.in + i)] = a[j * w.in + i];
+  for (int64_t o = 0; o < w.out; ++o)
+    for (int64_t j = 0; j < rank; ++j) pb[static_cast<size_t>(o * R + j)] = scale * b[o * rank + j];
+  RETURN_IF_ERROR(copy_to_device(static_cast<float*>(w.a) + slot * R * w.in, pa.data(), pa.size() * sizeof(float)));
+  RETURN_IF_ERROR(copy_to_device(static_cast<float*>(w.b) + slot * w.out * R, pb.data(), pb.size() * sizeof(float)));
+  const int32_t r32 = static_cast<int32_t>(rank);
+  RETURN_IF_ERROR(copy_to_device(w.slot_rank + slot, &r32, sizeof r32));
+  w.host_rank[static_cast<size_t>(slot)] = r32;
+  return synchronize();  // the staging vectors go out of scope
 }
 
 inline Status Backend::rope_kv_write(const RopeArgs& r, const KvWriteArgs& w, const KvCacheLayer& cache) {

@@ -23,8 +23,9 @@ enum class OpKind : uint8_t {
   kActivation,  // silu_mul on its own
   kGather,      // gather_rows
   kSampling,    // sample_rows (with its copy of the tokens to the host)
+  kLora,        // lora_apply (a LoRA adapter's shrink and expand)
 };
-inline constexpr int kNumOpKinds = 9;
+inline constexpr int kNumOpKinds = 10;
 
 inline const char* op_kind_name(OpKind k) {
   switch (k) {
@@ -37,6 +38,7 @@ inline const char* op_kind_name(OpKind k) {
     case OpKind::kActivation: return "activation";
     case OpKind::kGather: return "gather";
     case OpKind::kSampling: return "sampling";
+    case OpKind::kLora: return "lora";
   }
   return "?";
 }

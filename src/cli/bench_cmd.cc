@@ -130,12 +130,18 @@ struct RequestTiming {
 };
 
 // Submits all prompts at once (or one after another) and waits for every token; each prompt
-// with sp (its own output length, when it has one, as max_tokens).
+// with sp (its own output length, when it has one, as max_tokens); with LoRA adapters,
+// prompt i is computed with adapter i mod their number.
 StatusOr<std::vector<RequestTiming>> run_requests(Runtime& rt, const std::vector<BenchPrompt>& prompts,
-                                                  const SamplingParams& sp, bool sequential) {
+                                                  const SamplingParams& sp, bool sequential,
+                                                  const std::vector<std::shared_ptr<const LoraRef>>& loras = {}) {
+  size_t next = 0;
   auto request = [&](const BenchPrompt& p) {
-    GenerationRequest r{p.ids, sp, 0};
+    GenerationRequest r;
+    r.prompt = p.ids;
+    r.params = sp;
     if (p.output_len > 0) r.params.max_tokens = p.output_len;
+    if (!loras.empty()) r.lora = loras[next++ % loras.size()];
     return r;
   };
   std::vector<RequestTiming> timings(prompts.size());
@@ -213,10 +219,17 @@ int bench_throughput(int argc, char** argv) {
   app.add_option("--top-p", sp.top_p)->capture_default_str();
   app.add_option("--top-k", sp.top_k, "0 = off")->capture_default_str();
   app.add_flag("--sequential", sequential, "run the same prompts one at a time (the baseline)");
+  bool lora_requests = false;
+  app.add_flag("--lora-requests", lora_requests,
+               "spread the requests over the --lora-modules adapters (request i uses adapter i mod their number)");
   app.add_flag("--json", json);
   if (const int parsed = parse_args(app, argc, argv); parsed >= 0) return parsed;
   set_log_level(LogLevel::kWarning);
   sp.max_tokens = output_len;
+  if (lora_requests && rc.lora_modules.empty()) {
+    std::fprintf(stderr, "lancet bench throughput: --lora-requests needs --lora-modules\n");
+    return 2;
+  }
   auto rt = Runtime::create(rc);
   if (!rt.ok()) {
     std::fprintf(stderr, "lancet bench throughput: %s\n", rt.status().to_string().c_str());
@@ -239,8 +252,11 @@ int bench_throughput(int argc, char** argv) {
     std::fprintf(stderr, "lancet bench throughput: %s\n", prompts.status().to_string().c_str());
     return 1;
   }
+  std::vector<std::shared_ptr<const LoraRef>> loras;
+  if (lora_requests)
+    for (const RuntimeConfig::LoraModule& m : rc.lora_modules) loras.push_back((*rt)->find_lora(m.name));
   const auto t0 = Clock::now();
-  auto timings = run_requests(**rt, *prompts, sp, sequential);
+  auto timings = run_requests(**rt, *prompts, sp, sequential, loras);
   const double elapsed = seconds_since(t0);
   if (!timings.ok()) {
     std::fprintf(stderr, "lancet bench throughput: %s\n", timings.status().to_string().c_str());
@@ -257,7 +273,8 @@ int bench_throughput(int argc, char** argv) {
                       {"requests_per_s", prompts->size() / elapsed},
                       {"output_tokens_per_s", out_tokens / elapsed},
                       {"total_tokens_per_s", (in_tokens + out_tokens) / elapsed},
-                      {"preemptions", (*rt)->async_engine().stats().preemptions}};
+                      {"preemptions", (*rt)->async_engine().stats().preemptions},
+                      {"lora_adapters", loras.size()}};
   add_speculation((*rt)->async_engine().stats(), &j);
   add_engine_timing((*rt)->async_engine().stats(), &j);
   add_step_profile((*rt)->take_step_profile(), &j);

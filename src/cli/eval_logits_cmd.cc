@@ -17,6 +17,7 @@
 #include "cli/parse_args.h"
 #include "core/thread_pool.h"
 #include "eval/golden_eval.h"
+#include "io/lora_adapter.h"
 #include "io/model_source.h"
 #include "model/llama_model.h"
 
@@ -39,6 +40,8 @@ int cmd_eval_logits(int argc, char** argv) {
   app.add_option("--block-size", block_size, "KV cache block size");
   app.add_option("--kv-dtype", kv_dtype, "KV cache dtype: f32 or bf16");
   app.add_option("--threads", threads, "CPU threads (0 = all)");
+  std::string lora_path;
+  app.add_option("--lora", lora_path, "a PEFT LoRA adapter folder to compute with (unmerged, as served)");
   std::string precision = "exact";
   app.add_option("--activation-precision", precision,
                  "GPU GEMM inputs: exact (bf16 hi+lo, close to f32) or fast (bf16, as served)")
@@ -83,6 +86,15 @@ int cmd_eval_logits(int argc, char** argv) {
   mo.max_model_len = max_len;
   auto model = LlamaModel::create(**src, **backend, mo);
   if (!model.ok()) return fail(model.status());
+  std::unique_ptr<LoraAdapter> lora;
+  if (!lora_path.empty()) {
+    auto a = LoraAdapter::open(lora_path);
+    if (!a.ok()) return fail(a.status());
+    lora = std::move(*a);
+    Status s = (*model)->enable_lora(LoraSlotsConfig{1, lora->rank()});
+    if (s.ok()) s = (*model)->set_lora_slot(0, lora.get());
+    if (!s.ok()) return fail(s.with_context("--lora " + lora_path));
+  }
 
   // Float weights must match to 1e-4; other formats are judged by top-1/greedy unless asked.
   const TensorView* q0 = (*src)->find("model.layers.0.self_attn.q_proj.weight");
@@ -93,6 +105,7 @@ int cmd_eval_logits(int argc, char** argv) {
   eo.block_size = block_size;
   eo.kv_dtype = kv_dtype == "bf16" ? DType::kBF16 : DType::kF32;
   eo.prefill_chunk = chunk;
+  eo.lora_slot = lora ? 0 : -1;
   bool ok = true;
   nlohmann::json out = nlohmann::json::array();
   if (!json_out)

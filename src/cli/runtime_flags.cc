@@ -1,7 +1,31 @@
 // Shared engine and sampling flags.
 #include "cli/runtime_flags.h"
 
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
 namespace lancet::cli {
+
+StatusOr<RuntimeConfig::LoraModule> parse_lora_module(const std::string& spec) {
+  RuntimeConfig::LoraModule m;
+  if (!spec.empty() && spec.front() == '{') {
+    const nlohmann::json j = nlohmann::json::parse(spec, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("name") || !j.contains("path") || !j["name"].is_string() ||
+        !j["path"].is_string())
+      return InvalidArgument("'" + spec + "' is not {\"name\": string, \"path\": string}");
+    m.name = j["name"].get<std::string>();
+    m.path = j["path"].get<std::string>();
+  } else {
+    const size_t eq = spec.find('=');
+    if (eq == std::string::npos) return InvalidArgument("'" + spec + "' is not name=PATH");
+    m.name = spec.substr(0, eq);
+    m.path = spec.substr(eq + 1);
+  }
+  if (m.name.empty() || m.path.empty()) return InvalidArgument("'" + spec + "' needs both a name and a path");
+  return m;
+}
 
 void add_runtime_flags(CLI::App& app, RuntimeConfig* c) {
   app.add_option("--model,-m", c->model, "HF model directory, config.json (with --load-format dummy) or .gguf")
@@ -65,6 +89,23 @@ void add_runtime_flags(CLI::App& app, RuntimeConfig* c) {
                  "speculative decoding, JSON as vLLM: {\"method\": \"draft\", \"model\": PATH, "
                  "\"num_speculative_tokens\": k} or {\"method\": \"ngram\", \"num_speculative_tokens\": k, "
                  "\"prompt_lookup_min\": 2, \"prompt_lookup_max\": 4}");
+  app.add_flag("--enable-lora", c->enable_lora,
+               "reserve LoRA adapter slots (--max-loras) even with no --lora-modules, for adapters loaded at run time");
+  app.add_option_function<std::vector<std::string>>(
+         "--lora-modules",
+         [c](const std::vector<std::string>& specs) {
+           for (const std::string& spec : specs) {
+             auto m = parse_lora_module(spec);
+             if (!m.ok()) throw CLI::ValidationError("--lora-modules", m.status().message());
+             c->lora_modules.push_back(*m);
+           }
+         },
+         "PEFT LoRA adapters served under their own model names: name=PATH (or vLLM's JSON "
+         "{\"name\": ..., \"path\": ...}), several allowed")
+      ->expected(1, -1);
+  app.add_option("--max-loras", c->max_loras, "LoRA adapters resident at once (slots)")->capture_default_str();
+  app.add_option("--max-lora-rank", c->max_lora_rank, "the largest LoRA rank an adapter may have")
+      ->capture_default_str();
   app.add_flag("--special-tokens-in-content", c->special_tokens_in_content,
                "parse special-token strings inside chat messages (HF behaviour; default: plain text)");
 }

@@ -116,6 +116,9 @@ void add_server_flags(CLI::App& app, server::ServerConfig* sc, ListFlags* lists,
   app.add_option("--guard-rules", lists->guard_rules,
                  "YAML content rules (keywords, regexes, allow-lists) for prompts and outputs (docs/GUARD.md)");
   app.add_flag("--disable-chat-page", *no_chat_page, "do not serve the chat page at /");
+  app.add_flag("--allow-runtime-lora-updating", sc->allow_runtime_lora_updating,
+               "answer POST /v1/load_lora_adapter and /v1/unload_lora_adapter (they read paths on this machine; "
+               "also on with VLLM_ALLOW_RUNTIME_LORA_UPDATING=true)");
   app.add_option("--batch-dir", sc->batch_dir,
                  "directory of the Files and Batch APIs' files (created on first use; relative to the working "
                  "directory)")
@@ -183,6 +186,10 @@ int parse_serve_flags(int argc, char** argv, RuntimeConfig* rc, server::ServerCo
     if (const char* env = std::getenv("LANCET_API_KEY")) sc->api_key = env;
   }
   sc->chat_page = !no_chat_page;
+  if (const char* env = std::getenv("VLLM_ALLOW_RUNTIME_LORA_UPDATING")) {
+    const std::string v = env;
+    if (v == "1" || v == "true" || v == "True" || v == "TRUE") sc->allow_runtime_lora_updating = true;
+  }
   for (auto [flag, text, list] : {std::tuple{"--allowed-origins", &lists.allowed_origins, &sc->allowed_origins},
                                   std::tuple{"--allowed-hosts", &lists.allowed_hosts, &sc->allowed_hosts}}) {
     auto parsed = server::parse_list_flag(flag, *text);

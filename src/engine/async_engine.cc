@@ -95,6 +95,17 @@ std::vector<StatusOr<std::shared_ptr<RequestStream>>> AsyncEngine::submit_all(
   return out;
 }
 
+Status AsyncEngine::run_on_loop(const std::function<Status()>& task) {
+  PendingTask p;
+  p.task = &task;
+  std::unique_lock<std::mutex> lock(mu_);
+  if (stop_) return FailedPrecondition("the engine loop has stopped");
+  tasks_.push_back(&p);
+  work_cv_.notify_one();
+  submit_cv_.wait(lock, [&] { return p.done; });
+  return p.status;
+}
+
 void AsyncEngine::abort(int64_t request_id) {
   engine_->abort(request_id);  // thread-safe by itself; applied at the next step
   // Notifying under the lock: a loop that checked has_work() before the abort was queued is
@@ -216,8 +227,19 @@ void AsyncEngine::loop() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       // has_work() turns true from another thread only through abort(), which notifies under mu_.
-      work_cv_.wait(lock, [&] { return stop_ || !submits_.empty() || abort_all_ || engine_->has_work(); });
+      work_cv_.wait(lock, [&] {
+        return stop_ || !submits_.empty() || !tasks_.empty() || abort_all_ || engine_->has_work();
+      });
       if (stop_) break;
+      if (!tasks_.empty()) {
+        std::vector<PendingTask*> run(tasks_.begin(), tasks_.end());
+        tasks_.clear();
+        lock.unlock();
+        for (PendingTask* t : run) t->status = (*t->task)();
+        lock.lock();
+        for (PendingTask* t : run) t->done = true;
+        submit_cv_.notify_all();
+      }
       taken.assign(submits_.begin(), submits_.end());
       submits_.clear();
       abort_all = abort_all_;
@@ -248,6 +270,11 @@ void AsyncEngine::loop() {
     p->done = true;
   }
   submits_.clear();
+  for (PendingTask* t : tasks_) {
+    t->status = FailedPrecondition("the engine loop has stopped");
+    t->done = true;
+  }
+  tasks_.clear();
   submit_cv_.notify_all();
 }
 

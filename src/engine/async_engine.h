@@ -18,6 +18,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -90,8 +91,17 @@ class AsyncEngine {
   // reads statistics that include its request's freed blocks.
   EngineStats stats() const;
   int64_t num_active_requests() const;
+  // Runs `task` on the loop thread between two steps (what must not race a step: writing a
+  // LoRA adapter into the model's slots) and returns its status; FailedPrecondition once the
+  // loop has stopped.
+  Status run_on_loop(const std::function<Status()>& task);
 
  private:
+  struct PendingTask {
+    const std::function<Status()>* task = nullptr;
+    Status status;
+    bool done = false;
+  };
   // A submit waiting for the loop: the loop fills status/stream and sets done.
   struct PendingSubmit {
     const GenerationRequest* request = nullptr;
@@ -119,6 +129,7 @@ class AsyncEngine {
   std::condition_variable submit_cv_;  // submitters wait here for the loop to take them
   std::condition_variable idle_cv_;    // shutdown waits here for active_ == 0
   std::deque<PendingSubmit*> submits_;
+  std::deque<PendingTask*> tasks_;
   int64_t active_ = 0;  // requests submitted (queued or running) whose stream is still open
   bool accepting_ = true;
   bool abort_all_ = false;

@@ -34,6 +34,12 @@ Engine::Engine(const EngineConfig& config, ModelExecutor* model, ModelExecutor* 
   kvc.enable_prefix_caching = config.enable_prefix_caching;
   kvc.salt = kv_cache_salt(config.model_id, config.kv_dtype, "");
   kv_ = std::make_unique<KvCacheManager>(kvc);
+  kv_->set_salt_source([this](SeqId id, BlockHash* salt) {
+    auto it = seqs_.find(id);
+    if (it == seqs_.end() || !it->second->lora) return false;
+    *salt = it->second->lora_salt;
+    return true;
+  });
   scheduler_ = std::make_unique<Scheduler>(config.scheduler, kv_.get());
   scheduler_->set_cost_model(&step_cost_);
   if (config.speculative.enabled() && (config.speculative.method == SpecMethod::kNgram || draft)) {
@@ -71,6 +77,9 @@ StatusOr<int64_t> Engine::add_request(const GenerationRequest& req) {
   RETURN_IF_ERROR(check_token_ids(req.prompt, vocab).with_context("prompt"));
   RETURN_IF_ERROR(req.params.validate(vocab, config_.max_logprobs));
   if (req.embed) RETURN_IF_ERROR(check_embed_request(req, model_->hidden_size(), config_.scheduler.max_model_len));
+  if (req.lora && (req.lora->slot < 0 || req.lora->slot >= model_->lora_slots()))
+    return InvalidArgument("LoRA adapter '" + req.lora->name + "' names slot " + std::to_string(req.lora->slot) +
+                           "; the model has " + std::to_string(model_->lora_slots()));
   const int64_t total = static_cast<int64_t>(req.prompt.size()) + (req.embed ? 0 : req.params.max_tokens);
   if (!req.embed)
     RETURN_IF_ERROR(check_context_length(static_cast<int64_t>(req.prompt.size()), req.params.max_tokens,
@@ -97,6 +106,10 @@ StatusOr<int64_t> Engine::add_request(const GenerationRequest& req) {
     seq->tokens = req.prompt;
     seq->prompt_len = static_cast<int64_t>(req.prompt.size());
     seq->params = req.params;
+    if (req.lora) {
+      seq->lora = req.lora;
+      seq->lora_salt = kv_cache_salt(config_.model_id, config_.kv_dtype, req.lora->id);
+    }
     if (req.params.constraint) seq->constraint = req.params.constraint->clone();
     seq->seed = base_seed + static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull;
     seq->host_steps = host_steps;
@@ -367,6 +380,7 @@ std::vector<RunnerSeq> Engine::runner_batch(const SchedulerOutput& out, std::vec
     SeqStepInput& in = r.input;
     in.start_pos = seq->num_computed;
     in.block_table = kv_->block_table(seq->id);
+    in.lora_slot = seq->lora ? seq->lora->slot : -1;
     if (s.num_spec_tokens > 0) {
       std::vector<int32_t>& t = (*spec_inputs)[i];
       t.push_back(seq->tokens.back());

@@ -24,6 +24,7 @@
 #include "runner/model_runner.h"
 #include "runner/sampler.h"
 #include "engine/kv_tier.h"
+#include "engine/lora_ref.h"
 #include "engine/inflight_step.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
@@ -58,6 +59,8 @@ struct GenerationRequest {
   // An embedding (pooling) request: the prompt is computed and no token is generated; the
   // final event carries the embedding (runner/pooling.h). n must be 1; sampling is unused.
   bool embed = false;
+  // A LoRA adapter (engine/lora_ref.h) to compute it with; null: the base model.
+  std::shared_ptr<const LoraRef> lora;
 };
 
 // One sequence of a request: its choice `index` (n > 1).

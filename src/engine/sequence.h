@@ -6,12 +6,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "runner/prompt_logprobs.h"
 #include "runner/sampler.h"
 #include "runner/sampling_params.h"
 #include "kv/kv_cache_manager.h"
+#include "engine/lora_ref.h"
 
 namespace lancet {
 
@@ -27,6 +29,10 @@ struct Sequence {
   bool embed = false;    // an embedding request: pooled when the prompt is computed, no output
   uint64_t arrival = 0;  // monotonic arrival counter
   std::vector<int32_t> tokens;  // prompt followed by output
+  // The LoRA adapter it is computed with (null: the base model) and the prefix-cache salt
+  // that goes with it (KvCacheManager::set_salt_source).
+  std::shared_ptr<const LoraRef> lora;
+  BlockHash lora_salt;
   int64_t prompt_len = 0;
   int64_t num_computed = 0;
   int64_t num_cached_prompt = 0;  // prompt tokens served from the prefix cache (last admission)

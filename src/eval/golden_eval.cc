@@ -87,6 +87,7 @@ StatusOr<GoldenCaseResult> eval_golden_case(LlamaModel& model, Backend& backend,
                                                                          static_cast<int32_t>(bs)},
                                                     opts.kv_dtype, eo));
   SequenceRunner seq(*exec);
+  seq.set_lora_slot(opts.lora_slot);
 
   // Prompt: logits at the stored positions plus the last one (which seeds the greedy run).
   std::vector<int32_t> want = positions;

@@ -28,6 +28,7 @@ struct GoldenEvalOptions {
   int64_t block_size = 16;
   DType kv_dtype = DType::kF32;
   int64_t prefill_chunk = 0;  // 0 = the whole prompt in one step; else chunked prefill
+  int32_t lora_slot = -1;     // the model's LoRA adapter slot to compute with (-1: none)
 };
 
 struct GoldenCaseResult {

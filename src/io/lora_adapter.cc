@@ -113,17 +113,25 @@ StatusOr<std::unique_ptr<LoraAdapter>> LoraAdapter::open(const std::string& path
   return a;
 }
 
-Status LoraAdapter::apply(const std::string& name, float* w, int64_t out, int64_t in, ThreadPool* pool) const {
+StatusOr<bool> LoraAdapter::factors_f32(const std::string& name, int64_t out, int64_t in, std::vector<float>* a,
+                                        std::vector<float>* b) const {
   const auto it = factors_.find(name);
-  if (it == factors_.end()) return OkStatus();
+  if (it == factors_.end()) return false;
   const TensorView& ta = *it->second.a;
   const TensorView& tb = *it->second.b;
   if (ta.shape[1] != in || tb.shape[0] != out)
     return InvalidArgument("LoRA adapter: factors of " + name + " are A " + shape_to_string(ta.shape) + " and B " +
                            shape_to_string(tb.shape) + "; the weight is [" + std::to_string(out) + ", " +
                            std::to_string(in) + "]");
-  ASSIGN_OR_RETURN(std::vector<float> av, as_f32(ta, name + " lora_A"));
-  ASSIGN_OR_RETURN(std::vector<float> bv, as_f32(tb, name + " lora_B"));
+  ASSIGN_OR_RETURN(*a, as_f32(ta, name + " lora_A"));
+  ASSIGN_OR_RETURN(*b, as_f32(tb, name + " lora_B"));
+  return true;
+}
+
+Status LoraAdapter::apply(const std::string& name, float* w, int64_t out, int64_t in, ThreadPool* pool) const {
+  std::vector<float> av, bv;
+  ASSIGN_OR_RETURN(const bool adapted, factors_f32(name, out, in, &av, &bv));
+  if (!adapted) return OkStatus();
   const int64_t r = rank_;
   // Row o of the delta: sum_j B[o, j] A[j, :], accumulated in f64, then scaled once.
   auto rows = [&](int64_t begin, int64_t end, int) {

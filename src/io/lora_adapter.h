@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "core/thread_pool.h"
@@ -37,6 +38,10 @@ class LoraAdapter {
   // not fit [out, in], nothing when the adapter leaves that weight alone. With a pool, rows are
   // computed in parallel (each row alike, so the result does not depend on it).
   Status apply(const std::string& name, float* w, int64_t out, int64_t in, ThreadPool* pool = nullptr) const;
+  // The factors of weight `name` ([out, in]) as f32: a [rank, in], b [out, rank] (unscaled).
+  // False when the adapter leaves that weight alone; an error when they do not fit [out, in].
+  StatusOr<bool> factors_f32(const std::string& name, int64_t out, int64_t in, std::vector<float>* a,
+                             std::vector<float>* b) const;
 
  private:
   std::unique_ptr<SafetensorsFile> file_;

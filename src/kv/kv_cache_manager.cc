@@ -16,14 +16,20 @@ double KvCacheManager::usage() const {
   return 1.0 - static_cast<double>(pool_.num_free()) / static_cast<double>(pool_.num_blocks());
 }
 
+KvCacheManager::SeqState& KvCacheManager::state(SeqId seq) {
+  auto [it, made] = seqs_.try_emplace(seq);
+  if (made && !(salt_source_ && salt_source_(seq, &it->second.salt))) it->second.salt = config_.salt;
+  return it->second;
+}
+
 int64_t KvCacheManager::match_prefix(SeqId seq, std::span<const int32_t> tokens) {
-  SeqState& s = seqs_[seq];
+  SeqState& s = state(seq);
   assert(s.blocks.empty() && "match_prefix on a sequence that already has blocks");
   if (!pool_.prefix_caching() || tokens.empty()) return 0;
   const int64_t bs = config_.block_size;
   // Leave at least the last token to compute.
   const int64_t max_blocks = (static_cast<int64_t>(tokens.size()) - 1) / bs;
-  BlockHash parent = config_.salt;
+  BlockHash parent = s.salt;
   for (int64_t i = 0; i < max_blocks; ++i) {
     BlockHash key = chain_block_hash(parent, tokens.subspan(i * bs, bs));
     auto hit = pool_.lookup(key);
@@ -50,7 +56,7 @@ int64_t KvCacheManager::blocks_needed(SeqId seq, int64_t total_tokens) const {
 
 bool KvCacheManager::allocate(SeqId seq, int64_t total_tokens) {
   const int64_t extra = blocks_needed(seq, total_tokens);
-  SeqState& s = seqs_[seq];
+  SeqState& s = state(seq);
   if (extra == 0) return true;
   return pool_.allocate(extra, &s.blocks);
 }
@@ -72,7 +78,7 @@ void KvCacheManager::commit_blocks(SeqId seq, std::span<const int32_t> tokens, i
   const int64_t full = std::min<int64_t>(num_computed / bs, static_cast<int64_t>(s.blocks.size()));
   while (static_cast<int64_t>(s.keys.size()) < full) {
     const int64_t i = static_cast<int64_t>(s.keys.size());
-    const BlockHash& parent = i == 0 ? config_.salt : s.keys.back();
+    const BlockHash& parent = i == 0 ? s.salt : s.keys.back();
     BlockHash key = chain_block_hash(parent, tokens.subspan(i * bs, bs));
     const BlockId b = s.blocks[i];
     const bool was_indexed = pool_.has_hash(b);
@@ -93,7 +99,10 @@ std::vector<BlockHash> KvCacheManager::missing_block_keys(SeqId seq, std::span<c
   if (it != seqs_.end() && it->second.blocks.size() != held.size()) return out;  // a table past its keys
   const int64_t bs = config_.block_size;
   const int64_t max_blocks = (static_cast<int64_t>(tokens.size()) - 1) / bs;
-  BlockHash parent = held.empty() ? config_.salt : held.back();
+  BlockHash salt = config_.salt;
+  if (it != seqs_.end()) salt = it->second.salt;
+  else if (salt_source_) salt_source_(seq, &salt);
+  BlockHash parent = held.empty() ? salt : held.back();
   for (int64_t i = static_cast<int64_t>(held.size()); i < max_blocks; ++i) {
     parent = chain_block_hash(parent, tokens.subspan(i * bs, bs));
     out.push_back(parent);

@@ -49,6 +49,12 @@ class KvCacheManager {
   // that became full. `tokens` holds at least num_computed ids.
   void commit(SeqId seq, std::span<const int32_t> tokens, int64_t num_computed);
 
+  // Sequences whose KV differs from the base model's for the same tokens (a LoRA adapter) key
+  // their blocks from their own salt: the source is asked when a sequence's table is started
+  // and returns false to keep config.salt.
+  using SaltSource = std::function<bool(SeqId, BlockHash*)>;
+  void set_salt_source(SaltSource source) { salt_source_ = std::move(source); }
+
   // The shared KV tier (kv_tier/): called by commit() for each block whose key it indexes
   // for the first time (its KV was just computed), so the block can be copied out.
   using BlockListener = std::function<void(BlockId, const BlockHash&)>;
@@ -83,12 +89,16 @@ class KvCacheManager {
   struct SeqState {
     std::vector<BlockId> blocks;
     std::vector<BlockHash> keys;  // keys of the first keys.size() blocks (all full)
+    BlockHash salt;               // the chain's start: config_.salt or the sequence's own
   };
+  // The state of `seq`, made (with its salt) when it has none.
+  SeqState& state(SeqId seq);
   BlockManagerConfig config_;
   void commit_blocks(SeqId seq, std::span<const int32_t> tokens, int64_t num_computed, bool notify);
 
   BlockPool pool_;
   BlockListener listener_;
+  SaltSource salt_source_;
   std::unordered_map<SeqId, SeqState> seqs_;
   int64_t prefix_query_tokens_ = 0;
   int64_t prefix_hit_tokens_ = 0;

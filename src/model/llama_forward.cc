@@ -47,6 +47,7 @@ Status LlamaModel::attention(LlamaRank& rk, int64_t l, const StepView& st, const
   const WeightMatrix* qkv[3] = {&L.q, &L.k, &L.v};
   float* qkv_out[3] = {rk.q.as<float>(), rk.k.as<float>(), rk.v.as<float>()};
   RETURN_IF_ERROR(be.matmul_multi(hidden, T, qkv, qkv_out));
+  RETURN_IF_ERROR(lora_qkv(rk, l, st, hidden, qkv_out));
   RopeArgs ra;
   ra.num_tokens = T;
   ra.num_heads = rk.layout.num_heads;
@@ -82,24 +83,73 @@ Status LlamaModel::attention(LlamaRank& rk, int64_t l, const StepView& st, const
   pa.device_plan = st.attn_plan_dev;
   RETURN_IF_ERROR(be.paged_attention(pa, kv.layer(l)));
   RETURN_IF_ERROR(observe_input(rk, l, LinearInput::kO, rk.attn.as<float>(), T, rk.layout.num_heads * D));
-  return be.matmul(rk.attn.as<float>(), T, L.o, rk.proj.as<float>());
+  RETURN_IF_ERROR(be.matmul(rk.attn.as<float>(), T, L.o, rk.proj.as<float>()));
+  return lora(rk, l, LoraTarget::kO, st, rk.attn.as<float>(), rk.proj.as<float>());
 }
 
 // Norm, gate/up over this rank's intermediate columns, SiLU, and this rank's part of down_proj.
-Status LlamaModel::mlp(LlamaRank& rk, int64_t l, int64_t T) {
+// With an adapter on gate or up in the step, their outputs get the LoRA terms before SiLU (the
+// fused gate/up/SiLU op is then split).
+Status LlamaModel::mlp(LlamaRank& rk, int64_t l, const StepView& st) {
   Backend& be = *rk.be;
   const LlamaLayerWeights& L = rk.w.layers[l];
-  const int64_t H = cfg_.hidden_size;
+  const int64_t T = st.num_tokens, H = cfg_.hidden_size;
   float* hidden = rk.hidden.as<float>();
   float* proj = rk.proj.as<float>();
   RmsNormArgs n2{T, H, proj, rk.residual.as<float>(), L.post_norm.as<float>(), static_cast<float>(cfg_.rms_norm_eps),
                  hidden};
   RETURN_IF_ERROR(be.rms_norm(n2));
   RETURN_IF_ERROR(observe_input(rk, l, LinearInput::kGateUp, hidden, T, H));
-  RETURN_IF_ERROR(be.matmul_gate_up_silu(hidden, T, L.gate, L.up, rk.gate.as<float>(), rk.up.as<float>(),
-                                         rk.act.as<float>()));
+  if (lora_adapts(rk, l, LoraTarget::kGate, st) || lora_adapts(rk, l, LoraTarget::kUp, st)) {
+    const WeightMatrix* gu[2] = {&L.gate, &L.up};
+    float* gu_out[2] = {rk.gate.as<float>(), rk.up.as<float>()};
+    RETURN_IF_ERROR(be.matmul_multi(hidden, T, gu, gu_out));
+    RETURN_IF_ERROR(lora(rk, l, LoraTarget::kGate, st, hidden, gu_out[0]));
+    RETURN_IF_ERROR(lora(rk, l, LoraTarget::kUp, st, hidden, gu_out[1]));
+    RETURN_IF_ERROR(be.silu_mul(gu_out[0], gu_out[1], T, rk.layout.intermediate, rk.act.as<float>()));
+  } else {
+    RETURN_IF_ERROR(be.matmul_gate_up_silu(hidden, T, L.gate, L.up, rk.gate.as<float>(), rk.up.as<float>(),
+                                           rk.act.as<float>()));
+  }
   RETURN_IF_ERROR(observe_input(rk, l, LinearInput::kDown, rk.act.as<float>(), T, rk.layout.intermediate));
-  return be.matmul(rk.act.as<float>(), T, L.down, proj);
+  RETURN_IF_ERROR(be.matmul(rk.act.as<float>(), T, L.down, proj));
+  return lora(rk, l, LoraTarget::kDown, st, rk.act.as<float>(), proj);
+}
+
+bool LlamaModel::lora_adapts(const LlamaRank& rk, int64_t l, LoraTarget target, const StepView& st) const {
+  if (st.lora.empty() || rk.lora.layers.empty()) return false;
+  return rk.lora.layers[static_cast<size_t>(l)][static_cast<size_t>(target)].any_slot();
+}
+
+Status LlamaModel::lora_qkv(LlamaRank& rk, int64_t l, const StepView& st, const float* x, float* const* qkv) {
+  LoraApplyArgs args[3];
+  int n = 0;
+  for (int i = 0; i < 3; ++i) {
+    const LoraTarget t = static_cast<LoraTarget>(static_cast<int>(LoraTarget::kQ) + i);
+    if (!lora_adapts(rk, l, t, st)) continue;
+    LoraApplyArgs& a = args[n++];
+    a.x = x;
+    a.y = qkv[i];
+    // Each projection its own third of the scratch ([3, tokens, max_rank]).
+    a.scratch = rk.lora_scratch.as<float>() + i * st.num_tokens * lora_.max_rank;
+    a.num_tokens = st.num_tokens;
+    a.w = &rk.lora.layers[static_cast<size_t>(l)][static_cast<size_t>(t)];
+    a.rows = st.lora;
+  }
+  if (n == 0) return OkStatus();
+  return rk.be->lora_apply_multi(std::span<const LoraApplyArgs>(args, static_cast<size_t>(n)));
+}
+
+Status LlamaModel::lora(LlamaRank& rk, int64_t l, LoraTarget target, const StepView& st, const float* x, float* y) {
+  if (!lora_adapts(rk, l, target, st)) return OkStatus();
+  LoraApplyArgs a;
+  a.x = x;
+  a.y = y;
+  a.scratch = rk.lora_scratch.as<float>();
+  a.num_tokens = st.num_tokens;
+  a.w = &rk.lora.layers[static_cast<size_t>(l)][static_cast<size_t>(target)];
+  a.rows = st.lora;
+  return rk.be->lora_apply(a);
 }
 
 // Only the rows that need logits go through the final norm and this rank's lm_head rows. The
@@ -133,6 +183,10 @@ Status LlamaModel::enqueue(std::span<const StepView> views, std::span<KvBuffers*
     return InvalidArgument("enqueue: one step view and one set of KV buffers per rank expected");
   const int64_t T = views[0].num_tokens, R = views[0].num_logits_rows, H = cfg_.hidden_size;
   if (T > ws_tokens_ || R > ws_rows_) return FailedPrecondition("enqueue: workspace smaller than the step");
+  if (!views[0].lora.empty() && lora_.num_slots == 0)
+    return FailedPrecondition("enqueue: the step has LoRA rows and the model has no adapter slots");
+  if (!views[0].lora.empty() && (views[0].lora.num_slots != lora_.num_slots || views[0].lora.num_rows > T))
+    return InvalidArgument("enqueue: the step's LoRA rows do not match the model's adapter slots");
   for (size_t r = 0; r < n; ++r) {
     RETURN_IF_ERROR(select(ranks_[r]));
     RETURN_IF_ERROR(ranks_[r].be->embedding(ranks_[r].w.embed, views[r].token_ids, T, ranks_[r].residual.as<float>()));
@@ -152,7 +206,7 @@ Status LlamaModel::enqueue(std::span<const StepView> views, std::span<KvBuffers*
     RETURN_IF_ERROR(all_reduce(&LlamaRank::proj, T * H));
     for (size_t r = 0; r < n; ++r) {
       RETURN_IF_ERROR(select(ranks_[r]));
-      RETURN_IF_ERROR(mlp(ranks_[r], l, T));
+      RETURN_IF_ERROR(mlp(ranks_[r], l, planned[r]));
     }
     RETURN_IF_ERROR(all_reduce(&LlamaRank::proj, T * H));
   }

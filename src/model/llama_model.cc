@@ -110,6 +110,7 @@ Status LlamaModel::ensure_workspace(int64_t T, int64_t R) {
     for (Buffer* b : {&rk.k, &rk.v}) RETURN_IF_ERROR(f(b, T * l.num_kv_heads * D));
     for (Buffer* b : {&rk.gate, &rk.up, &rk.act}) RETURN_IF_ERROR(f(b, T * l.intermediate));
     RETURN_IF_ERROR(f(&rk.sel, R * H));
+    if (lora_.num_slots > 0) RETURN_IF_ERROR(f(&rk.lora_scratch, 3 * T * lora_.max_rank));
     RETURN_IF_ERROR(f(&rk.logits, R * l.vocab));
   }
   if (ranks_.size() > 1) {
@@ -120,6 +121,40 @@ Status LlamaModel::ensure_workspace(int64_t T, int64_t R) {
   ws_tokens_ = T;
   ws_rows_ = R;
   return OkStatus();
+}
+
+Status LlamaModel::enable_lora(const LoraSlotsConfig& config) {
+  if (lora_.num_slots > 0) return FailedPrecondition("LoRA adapter slots are already allocated");
+  for (LlamaRank& rk : ranks_) {
+    RETURN_IF_ERROR(select(rk));
+    ASSIGN_OR_RETURN(rk.lora, alloc_lora_weights(*rk.be, cfg_, rk.layout, config));
+    if (ws_tokens_ > 0) {
+      ASSIGN_OR_RETURN(rk.lora_scratch,
+                       rk.be->alloc(static_cast<size_t>(3 * ws_tokens_ * config.max_rank) * sizeof(float)));
+    }
+  }
+  lora_ = config;
+  return select(ranks_[0]);
+}
+
+Status LlamaModel::set_lora_slot(int64_t slot, const LoraAdapter* adapter) {
+  if (lora_.num_slots == 0) return FailedPrecondition("the model has no LoRA adapter slots (enable_lora)");
+  ++lora_generation_;
+  for (size_t r = 0; r < ranks_.size(); ++r) {
+    LlamaRank& rk = ranks_[r];
+    RETURN_IF_ERROR(select(rk));
+    Status s = set_lora_weights_slot(*rk.be, cfg_, rk.layout, rk.lora, slot, adapter);
+    if (!s.ok()) {
+      // Every rank serves the slot or none does.
+      for (size_t q = 0; q < r; ++q) {
+        RETURN_IF_ERROR(select(ranks_[q]));
+        RETURN_IF_ERROR(set_lora_weights_slot(*ranks_[q].be, cfg_, ranks_[q].layout, ranks_[q].lora, slot, nullptr));
+      }
+      RETURN_IF_ERROR(select(ranks_[0]));
+      return s;
+    }
+  }
+  return select(ranks_[0]);
 }
 
 Status LlamaModel::all_reduce(Buffer LlamaRank::*member, int64_t n) {

@@ -17,6 +17,7 @@
 #include "model/fp8_scales.h"
 #include "model/kv_buffers.h"
 #include "model/llama_weights.h"
+#include "model/lora_weights.h"
 #include "model/rope.h"
 #include "model/step.h"
 #include "model/tp_shard.h"
@@ -43,6 +44,10 @@ struct LlamaRank {
   // Activations ([tokens, ...] with this rank's head / column counts; residual and proj full
   // width), grown to the largest step seen; logits [rows, local vocab].
   Buffer residual, hidden, q, k, v, attn, proj, gate, up, act, sel, logits;
+  // LoRA adapters (LlamaModel::enable_lora): their factors and the shrinks' scratch
+  // [3, tokens, max_rank] (q, k and v each their own).
+  LoraRankWeights lora;
+  Buffer lora_scratch;
 };
 
 class LlamaModel {
@@ -88,6 +93,17 @@ class LlamaModel {
   // 0's backend (every rank holds the whole hidden state), valid until the next step.
   const float* final_hidden_device() const;
 
+  // LoRA adapters (model/lora_weights.h): room for config.num_slots adapters of rank up to
+  // config.max_rank on every rank, all slots empty. Once, before the first step.
+  Status enable_lora(const LoraSlotsConfig& config);
+  const LoraSlotsConfig& lora_config() const { return lora_; }
+  // Changes whenever a slot is filled or emptied (captured graphs hold the LoRA ops of the
+  // projections some slot adapted when they were captured).
+  uint64_t lora_generation() const { return lora_generation_; }
+  // Slot `slot` takes the adapter on every rank (null: empties it), ordered with the ranks'
+  // queued work; a step's rows name slots in StepView::lora.
+  Status set_lora_slot(int64_t slot, const LoraAdapter* adapter);
+
   // FP8 KV calibration hook (runner/kv_calibration.h): while set, every step copies each
   // layer's K (after rope) and V rows to the host and folds their absmax into the observer
   // (every rank's heads). Null (the default) costs one pointer test per layer.
@@ -105,7 +121,13 @@ class LlamaModel {
   // The collective hook: member[0, n) summed over ranks in place; nothing on one rank.
   Status all_reduce(Buffer LlamaRank::*member, int64_t n);
   Status attention(LlamaRank& rk, int64_t layer, const StepView& v, const KvBuffers& kv);
-  Status mlp(LlamaRank& rk, int64_t layer, int64_t num_tokens);
+  Status mlp(LlamaRank& rk, int64_t layer, const StepView& v);
+  // y += the LoRA term of projection `target` for the step's adapted rows (nothing when no
+  // row has an adapter or no loaded adapter changes that projection).
+  Status lora(LlamaRank& rk, int64_t layer, LoraTarget target, const StepView& v, const float* x, float* y);
+  // The same for q, k and v (qkv[3] their outputs) of one input, in one backend call.
+  Status lora_qkv(LlamaRank& rk, int64_t layer, const StepView& v, const float* x, float* const* qkv);
+  bool lora_adapts(const LlamaRank& rk, int64_t layer, LoraTarget target, const StepView& v) const;
   Status final_logits(LlamaRank& rk, const StepView& v);
   Status observe_input(LlamaRank& rk, int64_t layer, LinearInput which, const float* x /*[rows, cols]*/, int64_t rows,
                        int64_t cols);
@@ -117,6 +139,8 @@ class LlamaModel {
   std::vector<LlamaRank> ranks_;
   std::vector<Backend*> backends_;
   std::unique_ptr<TpCommunicator> comm_;  // null on one rank
+  LoraSlotsConfig lora_;  // num_slots 0: no LoRA
+  uint64_t lora_generation_ = 0;
   int64_t ws_tokens_ = 0, ws_rows_ = 0;
   uint64_t ws_generation_ = 0;
   Buffer gathered_;                 // [ws_rows, vocab] on rank 0 (several ranks only)

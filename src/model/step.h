@@ -26,6 +26,11 @@ struct StepMetadata {
   std::vector<int64_t> slot_mapping;  // [num_tokens]
   std::vector<int32_t> block_tables;  // [num_seqs, max_blocks_per_seq]
   std::vector<int32_t> logits_rows;   // [num_logits_rows] indexes into the step's tokens
+  // LoRA adapters (backend/lora_args.h): the tokens of sequences served with an adapter,
+  // grouped by slot; both empty when no sequence has one.
+  int64_t lora_num_slots = 0;
+  std::vector<int32_t> lora_rows;        // [adapted tokens]
+  std::vector<int32_t> lora_slot_start;  // [lora_num_slots + 1] offsets into lora_rows
 };
 
 // The same arrays in one rank's backend memory, as the ops read them. token_ids are that
@@ -47,6 +52,7 @@ struct StepView {
   const int64_t* slot_mapping = nullptr;  // [num_tokens]
   const int32_t* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq]
   const int32_t* logits_rows = nullptr;   // [num_logits_rows]
+  LoraStepRows lora;                       // empty: no token has an adapter
 };
 
 }  // namespace lancet

@@ -66,6 +66,11 @@ StepArenaLayout DecodeGraphs::layout(int64_t width) const {
   }
   l.attn_plan = o;
   o += 2 * 4;
+  // LoRA: the adapted rows (at most one per sequence) and the slots' offsets into them.
+  l.lora_rows = o;
+  o += B * 4;
+  l.lora_slot_start = o;
+  o += static_cast<size_t>(model_.lora_config().num_slots + 1) * 4;
   o = align_up(o, 8);
   l.slot_mapping = o;
   o += B * 8;
@@ -123,6 +128,10 @@ Status DecodeGraphs::fill(int r, const StepMetadata& st, int64_t B, int64_t W, c
   auto* ap = reinterpret_cast<int32_t*>(h + l.attn_plan);
   ap[0] = plan.num_splits;
   ap[1] = plan.split_len;
+  if (!st.lora_slot_start.empty()) {
+    std::copy(st.lora_rows.begin(), st.lora_rows.end(), reinterpret_cast<int32_t*>(h + l.lora_rows));
+    std::copy(st.lora_slot_start.begin(), st.lora_slot_start.end(), reinterpret_cast<int32_t*>(h + l.lora_slot_start));
+  }
   // One copy: everything before the tables plus the B rows of width W the graph reads.
   Backend& be = model_.backend(r);
   RETURN_IF_ERROR(be.make_current());
@@ -164,6 +173,12 @@ Status DecodeGraphs::run(const StepMetadata& st, std::span<KvBuffers* const> kv,
     graphs_.clear();  // they point at the old activations
     generation_ = model_.workspace_generation();
   }
+  // LoRA graphs hold the ops of the projections the loaded adapters change.
+  const bool lora = !st.lora_rows.empty();
+  if (model_.lora_generation() != lora_generation_) {
+    std::erase_if(graphs_, [](const auto& g) { return std::get<2>(g.first); });
+    lora_generation_ = model_.lora_generation();
+  }
   const int n = model_.num_ranks();
   const StepArenaLayout l = layout(arena_width_);
   std::vector<StepView> views;
@@ -177,11 +192,17 @@ Status DecodeGraphs::run(const StepMetadata& st, std::span<KvBuffers* const> kv,
     RETURN_IF_ERROR(fill(r, st, B, W, plan));
     StepView v = l.view(arenas_[r].dev.data(), B, B, W, B);
     v.max_context_len = st.max_context_len;
+    if (lora) {
+      // Captured for up to B adapted rows; the arena's offsets say how many there are.
+      const char* d = arenas_[r].dev.as<const char>();
+      v.lora = LoraStepRows{st.lora_num_slots, B, reinterpret_cast<const int32_t*>(d + l.lora_rows),
+                            reinterpret_cast<const int32_t*>(d + l.lora_slot_start)};
+    }
     v.attn_plan = plan;
     if (before) RETURN_IF_ERROR(before(r, v));
     views.push_back(v);
   }
-  const auto key = std::make_pair(B, W);
+  const auto key = std::make_tuple(B, W, lora);
   auto it = graphs_.find(key);
   if (it == graphs_.end()) {
     std::vector<std::unique_ptr<BackendGraph>> graphs;

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <span>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -36,7 +37,7 @@ class DecodeGraphs {
   DecodeGraphs(LlamaModel& model, int32_t block_size);
 
   // A step the graphs take: every sequence computes one token and wants its logits, and the
-  // batch fits kMaxBatch.
+  // batch fits kMaxBatch. Steps with LoRA rows have graphs of their own.
   static bool eligible(const StepMetadata& st);
   // The batch bucket a step of n sequences pads to, and the table width for max_blocks.
   static int64_t batch_bucket(int64_t n);
@@ -75,7 +76,9 @@ class DecodeGraphs {
   int64_t arena_width_ = 0;
   uint64_t generation_ = 0;  // the model's workspace the graphs point at
   std::vector<Arena> arenas_;  // one per rank
-  std::map<std::pair<int64_t, int64_t>, std::vector<std::unique_ptr<BackendGraph>>> graphs_;
+  uint64_t lora_generation_ = 0;  // the model's LoRA slots the LoRA graphs hold
+  // Per (batch bucket, table width, LoRA rows or not): one graph per rank.
+  std::map<std::tuple<int64_t, int64_t, bool>, std::vector<std::unique_ptr<BackendGraph>>> graphs_;
 };
 
 }  // namespace lancet

@@ -59,7 +59,7 @@ Status LlamaExecutor::check_step(const StepMetadata& st) const {
 
 Status LlamaExecutor::run_step(std::span<const SeqStepInput> batch, StepMetadata* st, bool allow_graphs,
                                const DecodeGraphs::BeforeForward& before) {
-  ASSIGN_OR_RETURN(*st, build_step(blocks_.block_size, blocks_.num_blocks, batch));
+  ASSIGN_OR_RETURN(*st, build_step(blocks_.block_size, blocks_.num_blocks, batch, model_.lora_config().num_slots));
   if (st->num_tokens == 0) return OkStatus();
   RETURN_IF_ERROR(check_step(*st));
   if (allow_graphs && graphs_ && !model_.observing() && DecodeGraphs::eligible(*st)) {

@@ -49,6 +49,7 @@ class LlamaExecutor : public ModelExecutor {
   Status execute_sampled(std::span<const SeqStepInput> batch, std::span<const DeviceSampleRow> device,
                          std::vector<int32_t>* tokens, std::vector<float>* host_logits) override;
   int64_t hidden_size() const override { return model_.config().hidden_size; }
+  int64_t lora_slots() const override { return model_.lora_config().num_slots; }
   Status execute_hidden(std::span<const SeqStepInput> batch, std::vector<float>* logits,
                         std::vector<float>* hidden) override;
   // One block of every rank's KV buffers (llama_executor_kv_io.cc).

@@ -32,6 +32,8 @@ struct SeqStepInput {
   std::span<const int32_t> logits_offsets;
   // Embeddings: also return the final-norm hidden states of its logits rows (execute_hidden).
   bool want_hidden = false;
+  // LoRA: the adapter slot its tokens are computed with (-1: the base model).
+  int32_t lora_slot = -1;
 
   int32_t logits_rows() const {
     if (!logits_offsets.empty()) return static_cast<int32_t>(logits_offsets.size());
@@ -57,6 +59,8 @@ class ModelExecutor {
   virtual int64_t vocab_size() const = 0;
   virtual int32_t block_size() const = 0;
   virtual int64_t num_blocks() const = 0;
+  // LoRA adapter slots of the model (SeqStepInput::lora_slot < this); 0 without LoRA.
+  virtual int64_t lora_slots() const { return 0; }
   // logits: [sum of the inputs' logits_rows(), vocab], in input order (a sequence's rows in
   // position order).
   virtual Status execute(std::span<const SeqStepInput> batch, std::vector<float>* logits) = 0;

@@ -32,6 +32,7 @@ Status SequenceRunner::run(SeqStepInput in, std::vector<float>* logits) {
                              " more blocks, " + std::to_string(kv_.num_free_blocks()) + " free");
   in.start_pos = pos_;
   in.block_table = kv_.block_table(kSeq);
+  in.lora_slot = lora_slot_;
   const SeqStepInput batch[1] = {in};
   RETURN_IF_ERROR(exec_.execute(batch, logits));
   pos_ = total;

@@ -24,6 +24,8 @@ class SequenceRunner {
   // The same with the logits of the last new token only (or none).
   Status step_last(std::span<const int32_t> tokens, std::vector<float>* logits, bool want_logits = true);
   int64_t position() const { return pos_; }
+  // The LoRA adapter slot its steps are computed with (-1, the default: the base model).
+  void set_lora_slot(int32_t slot) { lora_slot_ = slot; }
   const std::vector<BlockId>& block_table() const { return kv_.block_table(0); }
   // Frees the sequence's blocks; the next step starts at position 0.
   void reset();
@@ -34,6 +36,7 @@ class SequenceRunner {
   ModelExecutor& exec_;
   KvCacheManager kv_;
   int64_t pos_ = 0;
+  int32_t lora_slot_ = -1;
 };
 
 }  // namespace lancet

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <climits>
 #include <string>
+#include <vector>
 
 namespace lancet {
 namespace {
@@ -31,9 +32,38 @@ Status logits_flags(const SeqStepInput& s, size_t si, std::vector<uint8_t>* want
   return OkStatus();
 }
 
+// The adapted tokens grouped by slot (a counting sort: token order within a slot).
+Status lora_rows(std::span<const SeqStepInput> batch, int64_t num_slots, StepMetadata* m) {
+  bool any = false;
+  for (size_t si = 0; si < batch.size(); ++si) {
+    const int32_t slot = batch[si].lora_slot;
+    if (slot < 0) continue;
+    if (slot >= num_slots)
+      return InvalidArgument("step: sequence " + std::to_string(si) + " uses LoRA slot " + std::to_string(slot) +
+                             "; the model has " + std::to_string(num_slots));
+    any = true;
+  }
+  if (!any) return OkStatus();
+  m->lora_num_slots = num_slots;
+  m->lora_slot_start.assign(static_cast<size_t>(num_slots + 1), 0);
+  for (size_t si = 0; si < batch.size(); ++si)
+    if (batch[si].lora_slot >= 0) m->lora_slot_start[batch[si].lora_slot + 1] += static_cast<int32_t>(batch[si].tokens.size());
+  for (int64_t s = 0; s < num_slots; ++s) m->lora_slot_start[s + 1] += m->lora_slot_start[s];
+  m->lora_rows.resize(static_cast<size_t>(m->lora_slot_start[num_slots]));
+  std::vector<int32_t> at(m->lora_slot_start.begin(), m->lora_slot_start.end() - 1);
+  for (size_t si = 0; si < batch.size(); ++si) {
+    const int32_t slot = batch[si].lora_slot;
+    if (slot < 0) continue;
+    const int32_t first = m->query_start[si];
+    for (int32_t t = first; t < m->query_start[si + 1]; ++t) m->lora_rows[at[slot]++] = t;
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
-StatusOr<StepMetadata> build_step(int32_t bs, int64_t num_blocks, std::span<const SeqStepInput> batch) {
+StatusOr<StepMetadata> build_step(int32_t bs, int64_t num_blocks, std::span<const SeqStepInput> batch,
+                                  int64_t lora_num_slots) {
   StepMetadata m;
   m.num_seqs = static_cast<int64_t>(batch.size());
   m.query_start.push_back(0);
@@ -74,6 +104,7 @@ StatusOr<StepMetadata> build_step(int32_t bs, int64_t num_blocks, std::span<cons
     const int64_t n = std::min<int64_t>(m.max_blocks_per_seq, static_cast<int64_t>(t.size()));
     std::copy(t.begin(), t.begin() + n, m.block_tables.begin() + s * m.max_blocks_per_seq);
   }
+  RETURN_IF_ERROR(lora_rows(batch, lora_num_slots, &m));
   return m;
 }
 

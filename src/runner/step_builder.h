@@ -13,7 +13,9 @@ namespace lancet {
 
 // Each sequence's block table must cover positions [0, start_pos + num_new); block ids must be
 // < num_blocks. Logits rows come out in sequence order. Bad input is InvalidArgument /
-// OutOfRange naming the sequence.
-StatusOr<StepMetadata> build_step(int32_t block_size, int64_t num_blocks, std::span<const SeqStepInput> batch);
+// OutOfRange naming the sequence. A sequence's lora_slot must be < lora_num_slots (the model's
+// adapter slots; 0 when it has none).
+StatusOr<StepMetadata> build_step(int32_t block_size, int64_t num_blocks, std::span<const SeqStepInput> batch,
+                                  int64_t lora_num_slots = 0);
 
 }  // namespace lancet

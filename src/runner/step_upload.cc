@@ -30,6 +30,8 @@ StepArenaLayout StepUploader::layout(const StepMetadata& st) {
   take(&l.logits_rows, st.logits_rows.size() * sizeof(int32_t));
   take(&l.slot_mapping, st.slot_mapping.size() * sizeof(int64_t));
   take(&l.block_tables, st.block_tables.size() * sizeof(int32_t));
+  take(&l.lora_rows, st.lora_rows.size() * sizeof(int32_t));
+  take(&l.lora_slot_start, st.lora_slot_start.size() * sizeof(int32_t));
   l.bytes = std::max<size_t>(o, 16);
   return l;
 }
@@ -50,10 +52,19 @@ StatusOr<StepView> StepUploader::upload(const StepMetadata& st, const TpRankLayo
   put(h, l.logits_rows, st.logits_rows);
   put(h, l.slot_mapping, st.slot_mapping);
   put(h, l.block_tables, st.block_tables);
+  put(h, l.lora_rows, st.lora_rows);
+  put(h, l.lora_slot_start, st.lora_slot_start);
   RETURN_IF_ERROR(be_.copy_to_device(dev_.data(), h, l.bytes));
 
   StepView v = l.view(dev_.data(), st.num_tokens, st.num_seqs, st.max_blocks_per_seq, st.num_logits_rows);
   v.max_context_len = st.max_context_len;
+  if (!st.lora_slot_start.empty()) {
+    const char* d = static_cast<const char*>(dev_.data());
+    v.lora.num_slots = st.lora_num_slots;
+    v.lora.num_rows = static_cast<int64_t>(st.lora_rows.size());
+    v.lora.rows = reinterpret_cast<const int32_t*>(d + l.lora_rows);
+    v.lora.slot_start = reinterpret_cast<const int32_t*>(d + l.lora_slot_start);
+  }
   return v;
 }
 

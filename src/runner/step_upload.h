@@ -22,6 +22,8 @@ struct StepArenaLayout {
          block_tables = 0, bytes = 0;
   // DecodeGraphs' arenas: the step's attention plan {num_splits, split_len} (0: none).
   size_t attn_plan = 0;
+  // LoRA rows and slot offsets (StepMetadata::lora_rows; 0 bytes and unset without them).
+  size_t lora_rows = 0, lora_slot_start = 0;
   // The view of a step of these sizes whose arrays start at base + the offsets.
   StepView view(const void* base, int64_t num_tokens, int64_t num_seqs, int64_t max_blocks_per_seq,
                 int64_t num_logits_rows) const;

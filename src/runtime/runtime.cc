@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "core/logging.h"
+#include "io/lora_adapter.h"
 #include "io/text_file.h"
 #include "kv_tier/kv_entry_codec.h"
 #include "tokenizer/model_tokenizer.h"
@@ -51,6 +52,20 @@ Status RuntimeConfig::validate() const {
   if (tensor_parallel_size < 1 || tensor_parallel_size > 64)
     return InvalidArgument("--tensor-parallel-size must be in [1, 64]");
   RETURN_IF_ERROR(kv_offload.validate());
+  if (lora_enabled()) {
+    if (max_loras < 1 || max_loras > 256) return InvalidArgument("--max-loras must be in [1, 256]");
+    if (max_lora_rank < 1 || max_lora_rank > 512) return InvalidArgument("--max-lora-rank must be in [1, 512]");
+    for (size_t i = 0; i < lora_modules.size(); ++i) {
+      if (lora_modules[i].name.empty() || lora_modules[i].path.empty())
+        return InvalidArgument("--lora-modules entries are name=path, with both given");
+      for (size_t j = 0; j < i; ++j)
+        if (lora_modules[j].name == lora_modules[i].name)
+          return InvalidArgument("--lora-modules names '" + lora_modules[i].name + "' twice");
+    }
+    if (static_cast<int64_t>(lora_modules.size()) > max_loras)
+      return InvalidArgument("--lora-modules lists " + std::to_string(lora_modules.size()) + " adapters; --max-loras is " +
+                             std::to_string(max_loras));
+  }
   if (!kv_offload.url.empty() && !enable_prefix_caching)
     return InvalidArgument("--kv-offload shares prefix-cache blocks: it needs prefix caching (drop --no-enable-prefix-caching)");
   return OkStatus();
@@ -64,6 +79,40 @@ Runtime::~Runtime() {
 }
 
 StepProfile Runtime::take_step_profile() { return impl_->executor->take_step_profile(); }
+
+bool Runtime::lora_enabled() const { return loras_ != nullptr; }
+
+std::shared_ptr<const LoraRef> Runtime::find_lora(const std::string& name) const {
+  return loras_ ? loras_->find(name) : nullptr;
+}
+
+std::vector<LoraRegistry::Entry> Runtime::lora_adapters() const {
+  return loras_ ? loras_->list() : std::vector<LoraRegistry::Entry>{};
+}
+
+Status Runtime::load_lora(const std::string& name, const std::string& path) {
+  if (!loras_) return FailedPrecondition("LoRA adapters are not enabled (start with --enable-lora or --lora-modules)");
+  if (name.empty()) return InvalidArgument("a LoRA adapter needs a name");
+  if (name == model_name_) return InvalidArgument("'" + name + "' is the base model's name");
+  ASSIGN_OR_RETURN(std::unique_ptr<LoraAdapter> adapter, LoraAdapter::open(path));
+  if (adapter->rank() > config_.max_lora_rank)
+    return InvalidArgument("LoRA adapter '" + name + "' has rank " + std::to_string(adapter->rank()) +
+                           ", past --max-lora-rank " + std::to_string(config_.max_lora_rank));
+  LlamaModel& model = *impl_->model;
+  const LoraAdapter* a = adapter.get();
+  auto loaded = loras_->load(name, path, [&](int32_t slot) {
+    return async_->run_on_loop([&] { return model.set_lora_slot(slot, a); });
+  });
+  if (!loaded.ok()) return loaded.status().with_context("LoRA adapter '" + name + "'");
+  LOG_INFO("LoRA adapter '" << name << "' (rank " << adapter->rank() << ", " << adapter->factors().size()
+                            << " projections) from " << path << " in slot " << (*loaded)->slot);
+  return OkStatus();
+}
+
+Status Runtime::unload_lora(const std::string& name) {
+  if (!loras_) return FailedPrecondition("LoRA adapters are not enabled (start with --enable-lora or --lora-modules)");
+  return loras_->unload(name);
+}
 
 RedisKvTier* Runtime::kv_offload() const { return impl_ ? impl_->kv_tier.get() : nullptr; }
 

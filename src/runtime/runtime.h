@@ -23,6 +23,7 @@
 #include "output/output_processor.h"
 #include "runner/kv_calibration.h"
 #include "runner/llama_executor.h"
+#include "runtime/lora_registry.h"
 #include "tokenizer/chat_template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -82,6 +83,17 @@ struct RuntimeConfig {
   int tensor_parallel_size = 1;
   // The shared prefix-KV tier in Redis (--kv-offload; kv_tier/redis_kv_tier.h); url "" = off.
   KvOffloadConfig kv_offload;
+  // LoRA adapters (PEFT folders) served by name: those of lora_modules from the start, others
+  // loaded at run time (load_lora). Slots for max_loras adapters of rank <= max_lora_rank are
+  // reserved when enable_lora is set or lora_modules is not empty.
+  bool enable_lora = false;
+  struct LoraModule {
+    std::string name, path;
+  };
+  std::vector<LoraModule> lora_modules;
+  int64_t max_loras = 4;
+  int64_t max_lora_rank = 64;
+  bool lora_enabled() const { return enable_lora || !lora_modules.empty(); }
 
   Status validate() const;
 };
@@ -140,6 +152,18 @@ class Runtime {
   // (zero without profile_ops). Any thread.
   StepProfile take_step_profile();
 
+  // LoRA adapters (RuntimeConfig::lora_modules, load_lora). find_lora: the adapter served as
+  // `name`, null when there is none (a request's model name that is no adapter).
+  bool lora_enabled() const;
+  std::shared_ptr<const LoraRef> find_lora(const std::string& name) const;
+  std::vector<LoraRegistry::Entry> lora_adapters() const;
+  // Loads the PEFT adapter at `path` into a free slot (on the engine's loop, between steps)
+  // and serves it as `name`: InvalidArgument for a bad adapter, a name in use or the base
+  // model's name, ResourceExhausted when every slot is held, FailedPrecondition without LoRA.
+  Status load_lora(const std::string& name, const std::string& path);
+  // Stops serving `name`; requests already running with it finish with it.
+  Status unload_lora(const std::string& name);
+
   // The shared prefix-KV tier, null without --kv-offload.
   RedisKvTier* kv_offload() const;
   // The tier's keys of the full blocks of `tokens`, in order (empty without --kv-offload):
@@ -172,6 +196,7 @@ class Runtime {
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<OutputProcessor> output_;  // over tokenizer_
   std::unique_ptr<AsyncEngine> async_;
+  std::unique_ptr<LoraRegistry> loras_;  // null without LoRA
 };
 
 }  // namespace lancet

@@ -69,6 +69,11 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::create(const RuntimeConfig& config) 
   LOG_INFO("scheduler: asynchronous scheduling " << (*rt->config_.async_scheduling ? "on" : "off")
                                                  << (config.async_scheduling ? "" : " (chosen)"));
   RETURN_IF_ERROR(rt->assemble(num_blocks));
+  if (config.lora_enabled()) {
+    rt->loras_ = std::make_unique<LoraRegistry>(config.max_loras);
+    for (const RuntimeConfig::LoraModule& m : config.lora_modules)
+      RETURN_IF_ERROR(rt->load_lora(m.name, m.path).with_context("--lora-modules " + m.name));
+  }
   return rt;
 }
 
@@ -157,6 +162,9 @@ Status Runtime::load_models() {
   auto model = LlamaModel::create(*source_, rank_pointers(im.backends), mopts);
   if (!model.ok()) return tp > 1 ? model.status().with_context("--tensor-parallel-size " + std::to_string(tp)) : model.status();
   im.model = std::move(*model);
+  // LoRA slots take their memory now, before the KV cache is sized from what is left.
+  if (config.lora_enabled())
+    RETURN_IF_ERROR(im.model->enable_lora(LoraSlotsConfig{config.max_loras, config.max_lora_rank}));
   // Speculative decoding with a draft model: its weights load now (on rank 0), so the memory
   // they take is counted before the KV caches are sized.
   ASSIGN_OR_RETURN(im.spec, parse_speculative_config(config.speculative_config));

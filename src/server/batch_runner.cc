@@ -9,6 +9,7 @@
 
 #include "server/completion_session.h"
 #include "server/request_constraints.h"
+#include "server/model_names.h"
 
 namespace lancet::server {
 
@@ -49,8 +50,7 @@ BatchRunner::Outcome BatchRunner::run_line(const BatchLine& line, const Cancelle
   auto err = kind == ApiKind::kChat ? parse_chat_request(line.body, config_.limits, &api)
                                     : parse_completion_request(line.body, config_.limits, &api);
   if (err) return fail(*err);
-  if (!api.model.empty() && api.model != model_->name())
-    return fail(not_found("The model `" + api.model.substr(0, 256) + "` does not exist.", "model", "model_not_found"));
+  if (auto e = resolve_model(*model_, api.model, &api.lora)) return fail(*e);
   if (auto e = attach_constraints(model_, &api)) return fail(*e);
   // Batch requests are not counted in the serving metrics: those describe interactive traffic.
   CompletionSession session(model_, /*metrics=*/nullptr, std::move(api), config_.request_timeout_s);

@@ -44,7 +44,7 @@ CompletionSession::CompletionSession(ServingModel* model, Metrics* metrics, ApiR
   next_client_check_ = start_;
   meta_.id = new_response_id(chat() ? "chatcmpl-" : "cmpl-");
   meta_.created = static_cast<int64_t>(std::time(nullptr));
-  meta_.model = model_->name();
+  meta_.model = req_.lora ? req_.lora->name : model_->name();
 }
 
 CompletionSession::~CompletionSession() {
@@ -225,6 +225,7 @@ std::optional<ApiError> CompletionSession::submit() {
     const int64_t len = static_cast<int64_t>(ids.size());
     GenerationRequest g;
     g.params = req_.params;
+    g.lora = req_.lora;
     g.priority = priority_;
     int64_t max_tokens = req_.max_tokens_set ? req_.params.max_tokens : (chat() ? max_len - len : 16);
     if (!req_.max_tokens_set) max_tokens = std::min<int64_t>(max_tokens, std::max<int64_t>(max_len - len, 1));

@@ -1,5 +1,6 @@
 // POST /v1/lancet/documents (documents_api.h).
 #include "server/documents_api.h"
+#include "server/model_names.h"
 
 #include <chrono>
 #include <cstdio>
@@ -143,8 +144,8 @@ std::optional<ApiError> answer_document(ServingModel* m, const std::string& body
   if (!m->has_chat_template()) return bad_request("documents need the model's tokenizer and chat template");
   DocBody b;
   if (auto e = parse_body(body, m->max_model_len(), &b)) return e;
-  if (!b.model.empty() && b.model != m->name())
-    return not_found("The model `" + b.model.substr(0, 256) + "` does not exist.", "model", "model_not_found");
+  std::shared_ptr<const LoraRef> lora;
+  if (auto e = resolve_model(*m, b.model, &lora)) return e;
   auto req = documents::make_doc_request(b.task, b.question, b.schema);
   if (!req.ok()) return bad_request(req.status().message(), b.task == "extract" ? "schema" : "task");
   std::string bytes = std::move(b.text);
@@ -169,6 +170,7 @@ std::optional<ApiError> answer_document(ServingModel* m, const std::string& body
                : bad_request(prompt.status().message(), b.has_pdf ? "pdf_base64" : "text");
   GenerationRequest g;
   g.prompt = prompt->ids;
+  g.lora = lora;
   g.params.temperature = 0.0f;
   g.params.max_tokens = static_cast<int32_t>(b.max_tokens);
   if (req->task == documents::DocTask::kExtract) {
@@ -188,7 +190,7 @@ std::optional<ApiError> answer_document(ServingModel* m, const std::string& body
   bool valid = true;
   Json j = documents::document_result(prompt->blocks, answer, *req, static_cast<int64_t>(prompt->ids.size()), &valid);
   j["object"] = "lancet.document";
-  j["model"] = m->name();
+  j["model"] = lora ? lora->name : m->name();
   j["finish_reason"] = finish_reason_name(finish);
   const int64_t prompt_tokens = static_cast<int64_t>(prompt->ids.size());
   j["usage"] = {{"prompt_tokens", prompt_tokens},

@@ -74,6 +74,7 @@ std::optional<ApiError> EmbeddingSession::submit(std::vector<std::vector<int32_t
     g.params.temperature = 0;
     g.params.max_tokens = 1;
     g.embed = true;
+    g.lora = req_.lora;
     auto s = model_->engine().submit(g);
     if (!s.ok()) {
       cancel_all();
@@ -123,7 +124,7 @@ std::optional<ApiError> EmbeddingSession::run(Json* response) {
       return e;
     }
   }
-  *response = embeddings_response_json(model_->name(), embeddings, req_.base64, prompt_tokens_);
+  *response = embeddings_response_json(req_.lora ? req_.lora->name : model_->name(), embeddings, req_.base64, prompt_tokens_);
   return std::nullopt;
 }
 

@@ -26,6 +26,7 @@
 #include "server/http_reply.h"
 #include "server/openai_json.h"
 #include "server/request_constraints.h"
+#include "server/model_names.h"
 
 namespace lancet::server {
 namespace {
@@ -129,6 +130,8 @@ struct HttpServer::Impl {
   void handle_embeddings(const httplib::Request& req, const std::string& body, httplib::Response& res);
   void handle_tokenize(const std::string& body, httplib::Response& res);
   void handle_detokenize(const std::string& body, httplib::Response& res);
+  // POST /v1/load_lora_adapter (load) and /v1/unload_lora_adapter.
+  void handle_lora_update(const std::string& body, httplib::Response& res, bool load);
   void handle_documents(const httplib::Request& req, const std::string& body, httplib::Response& res);
   ServingModel* ready_model(httplib::Response& res);
 };
@@ -147,9 +150,7 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, const std:
   auto err = kind == ApiKind::kChat ? parse_chat_request(body, config.limits, &api)
                                     : parse_completion_request(body, config.limits, &api);
   if (err) return send_error(res, *err);
-  if (!api.model.empty() && api.model != m->name())
-    return send_error(res, not_found("The model `" + api.model.substr(0, 256) + "` does not exist.", "model",
-                                     "model_not_found"));
+  if (auto e = resolve_model(*m, api.model, &api.lora)) return send_error(res, *e);
   if (auto e = attach_constraints(m, &api)) return send_error(res, *e);
   if (in_flight.fetch_add(1) >= config.max_concurrent_requests) {
     in_flight.fetch_sub(1);
@@ -191,9 +192,7 @@ void HttpServer::Impl::handle_embeddings(const httplib::Request& req, const std:
   if (!m) return;
   EmbeddingRequest er;
   if (auto e = parse_embedding_request(body, config.limits, &er)) return send_error(res, *e);
-  if (!er.model.empty() && er.model != m->name())
-    return send_error(res, not_found("The model `" + er.model.substr(0, 256) + "` does not exist.", "model",
-                                     "model_not_found"));
+  if (auto e = resolve_model(*m, er.model, &er.lora)) return send_error(res, *e);
   if (in_flight.fetch_add(1) >= config.max_concurrent_requests) {
     in_flight.fetch_sub(1);
     return send_error(res, server_error(429, "the server is at its concurrency limit; retry later",
@@ -243,6 +242,25 @@ void HttpServer::Impl::handle_tokenize(const std::string& body, httplib::Respons
   out["max_model_len"] = m->max_model_len();
   out["tokens"] = *ids;
   send_json(res, out);
+}
+
+void HttpServer::Impl::handle_lora_update(const std::string& body, httplib::Response& res, bool load) {
+  ServingModel* m = ready_model(res);
+  if (!m) return;
+  if (!config.allow_runtime_lora_updating)
+    return send_error(res, bad_request("loading and unloading LoRA adapters at run time is off (start the server with "
+                                       "--allow-runtime-lora-updating)",
+                                       "", "lora_updating_disabled"));
+  std::string name, path;
+  if (auto e = parse_lora_adapter_request(body, config.limits, load, &name, &path)) return send_error(res, *e);
+  const Status st = load ? m->load_adapter(name, path) : m->unload_adapter(name);
+  if (!st.ok()) {
+    const int code = st.code() == StatusCode::kNotFound && !load ? 404 : 400;
+    return send_error(res, ApiError{code, st.message(), "invalid_request_error", "lora_name",
+                                    code == 404 ? "lora_not_found" : ""});
+  }
+  res.set_content("Success: LoRA adapter '" + name + (load ? "' added successfully." : "' removed successfully."),
+                  "text/plain");
 }
 
 void HttpServer::Impl::handle_detokenize(const std::string& body, httplib::Response& res) {
@@ -392,8 +410,15 @@ void HttpServer::Impl::install_routes() {
   });
   http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     ServingModel* m = ready_model(res);
-    if (m) send_json(res, models_json(m->name(), m->max_model_len(), created));
+    if (!m) return;
+    std::vector<std::pair<std::string, std::string>> adapters;
+    for (const ServingModel::Adapter& a : m->adapters()) adapters.emplace_back(a.name, a.path);
+    send_json(res, models_json(m->name(), m->max_model_len(), created, adapters));
   });
+  post_with_body("/v1/load_lora_adapter", [this](const httplib::Request&, const std::string& body,
+                                                 httplib::Response& res) { handle_lora_update(body, res, true); });
+  post_with_body("/v1/unload_lora_adapter", [this](const httplib::Request&, const std::string& body,
+                                                   httplib::Response& res) { handle_lora_update(body, res, false); });
   post_with_body("/v1/chat/completions", [this](const httplib::Request& req, const std::string& body,
                                                 httplib::Response& res) { handle_completion(req, body, res, ApiKind::kChat); });
   post_with_body("/v1/completions",

@@ -3,18 +3,21 @@
 // field this server cannot honour (dimensions) is a 400 naming it, never ignored.
 #pragma once
 
+#include <memory>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "engine/lora_ref.h"
 #include "server/openai_json.h"
 
 namespace lancet::server {
 
 struct EmbeddingRequest {
   std::string model;  // "" when absent
+  std::shared_ptr<const LoraRef> lora;  // the adapter `model` names (null: the base model)
   // Either text inputs or token-id inputs (never both), in the request's order.
   std::vector<std::string> texts;
   std::vector<std::vector<int32_t>> token_inputs;

@@ -611,4 +611,19 @@ std::optional<ApiError> parse_detokenize_request(std::string_view body, const Re
   return parse_token_list(*t, "tokens", static_cast<size_t>(std::numeric_limits<int32_t>::max()), tokens);
 }
 
+std::optional<ApiError> parse_lora_adapter_request(std::string_view body, const RequestLimits& limits, bool want_path,
+                                                   std::string* name, std::string* path) {
+  json obj;
+  if (auto e = parse_json_object(body, limits, &obj)) return e;
+  if (auto e = get_string(obj, "lora_name", name)) return e;
+  if (name->empty()) return bad_request("'lora_name' is required", "lora_name");
+  if (name->size() > 256) return bad_request("'lora_name' is longer than 256 bytes", "lora_name");
+  if (const json* id = field(obj, "lora_int_id"); id && !id->is_number_integer())
+    return type_error("lora_int_id", "an integer");
+  if (!want_path) return std::nullopt;
+  if (auto e = get_string(obj, "lora_path", path)) return e;
+  if (path->empty()) return bad_request("'lora_path' is required", "lora_path");
+  return std::nullopt;
+}
+
 }  // namespace lancet::server

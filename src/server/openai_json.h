@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/lora_ref.h"
 #include "runner/sampling_params.h"
 #include "server/api_error.h"
 #include "server/tool_calls.h"
@@ -44,6 +46,8 @@ enum class ApiKind { kChat, kCompletion };
 struct ApiRequest {
   ApiKind kind = ApiKind::kChat;
   std::string model;  // "" when absent (the served model is meant)
+  // The LoRA adapter `model` names (server/model_names.h); null: the base model.
+  std::shared_ptr<const LoraRef> lora;
   // Chat: messages normalized to [{role, content: string}] for the chat template; assistant
   // messages may add tool_calls (arguments as objects), tool messages tool_call_id.
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
@@ -199,7 +203,14 @@ Json completion_chunk_json(const ResponseMeta& meta, const ChunkFields& f, const
 // The final usage chunk: "choices": [] and the usage.
 Json usage_chunk_json(const ResponseMeta& meta, bool chat, const Usage& usage);
 
-Json models_json(const std::string& model_name, int64_t max_model_len, int64_t created);
+// GET /v1/models: the served model, then each LoRA adapter (name, path) with the model as its
+// parent, as vLLM lists them.
+Json models_json(const std::string& model_name, int64_t max_model_len, int64_t created,
+                 const std::vector<std::pair<std::string, std::string>>& adapters = {});
+// POST /v1/load_lora_adapter {"lora_name", "lora_path"} and /v1/unload_lora_adapter
+// {"lora_name"} (vLLM's bodies; lora_int_id is accepted and unused).
+std::optional<ApiError> parse_lora_adapter_request(std::string_view body, const RequestLimits& limits, bool want_path,
+                                                   std::string* name, std::string* path);
 Json error_json(const ApiError& err);
 
 // Serializes with invalid UTF-8 replaced by U+FFFD (token texts can hold partial characters).

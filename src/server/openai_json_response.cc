@@ -206,16 +206,22 @@ Json usage_chunk_json(const ResponseMeta& meta, bool chat, const Usage& usage) {
   return out;
 }
 
-Json models_json(const std::string& model_name, int64_t max_model_len, int64_t created) {
-  Json model;
-  model["id"] = model_name;
-  model["object"] = "model";
-  model["created"] = created;
-  model["owned_by"] = "lancet";
-  model["root"] = model_name;
-  model["parent"] = nullptr;
-  model["max_model_len"] = max_model_len;
-  return Json{{"object", "list"}, {"data", Json::array({std::move(model)})}};
+Json models_json(const std::string& model_name, int64_t max_model_len, int64_t created,
+                 const std::vector<std::pair<std::string, std::string>>& adapters) {
+  auto card = [&](const std::string& id, const std::string& root, const Json& parent) {
+    Json model;
+    model["id"] = id;
+    model["object"] = "model";
+    model["created"] = created;
+    model["owned_by"] = "lancet";
+    model["root"] = root;
+    model["parent"] = parent;
+    model["max_model_len"] = max_model_len;
+    return model;
+  };
+  Json data = Json::array({card(model_name, model_name, nullptr)});
+  for (const auto& [name, path] : adapters) data.push_back(card(name, path, model_name));
+  return Json{{"object", "list"}, {"data", std::move(data)}};
 }
 
 Json error_json(const ApiError& err) {

@@ -60,6 +60,15 @@ class RuntimeModel : public ServingModel {
     });
     return structured_.get();
   }
+  bool adapters_enabled() const override { return rt_->lora_enabled(); }
+  std::vector<Adapter> adapters() const override {
+    std::vector<Adapter> out;
+    for (const LoraRegistry::Entry& e : rt_->lora_adapters()) out.push_back({e.name, e.path});
+    return out;
+  }
+  std::shared_ptr<const LoraRef> find_adapter(const std::string& name) const override { return rt_->find_lora(name); }
+  Status load_adapter(const std::string& name, const std::string& path) override { return rt_->load_lora(name, path); }
+  Status unload_adapter(const std::string& name) override { return rt_->unload_lora(name); }
 
  private:
   Runtime* rt_;

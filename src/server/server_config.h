@@ -25,6 +25,9 @@ struct ServerConfig {
   int32_t max_concurrent_requests = 256;  // completion requests in flight; more get 429
   int32_t http_threads = 0;               // 0 = max_concurrent_requests + 16
   bool chat_page = true;                  // serve the chat page at GET /
+  // POST /v1/load_lora_adapter and /v1/unload_lora_adapter answer (vLLM's
+  // VLLM_ALLOW_RUNTIME_LORA_UPDATING); off, they refuse: a path on the server's disk is read.
+  bool allow_runtime_lora_updating = false;
   int32_t listen_backlog = 1024;          // kernel queue of not yet accepted connections
   int32_t keep_alive_max = 1000;          // requests per connection (nginx's default)
   // Per-connection deadlines of the event loop (docs/SERVER.md): a request's header must

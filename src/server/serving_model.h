@@ -14,6 +14,7 @@
 
 #include "core/status.h"
 #include "engine/async_engine.h"
+#include "engine/lora_ref.h"
 #include "server/tool_prompt.h"
 #include "structured/constraint_cache.h"
 
@@ -57,6 +58,27 @@ class ServingModel {
   // Structured outputs over this model's vocabulary (built on first use); null when the model
   // has no tokenizer, and structured requests are then refused.
   virtual structured::ConstraintCache* structured_outputs() { return nullptr; }
+
+  // ---- LoRA adapters, served under their own model names (runtime/lora_registry.h) ----
+  struct Adapter {
+    std::string name, path;
+  };
+  virtual bool adapters_enabled() const { return false; }
+  virtual std::vector<Adapter> adapters() const { return {}; }
+  // The adapter served as `name`; null when none is.
+  virtual std::shared_ptr<const LoraRef> find_adapter(const std::string& name) const {
+    (void)name;
+    return nullptr;
+  }
+  virtual Status load_adapter(const std::string& name, const std::string& path) {
+    (void)name;
+    (void)path;
+    return FailedPrecondition("LoRA adapters are not enabled (start the server with --enable-lora or --lora-modules)");
+  }
+  virtual Status unload_adapter(const std::string& name) {
+    (void)name;
+    return FailedPrecondition("LoRA adapters are not enabled (start the server with --enable-lora or --lora-modules)");
+  }
 };
 
 // Serves a Runtime (which must outlive the adapter).

@@ -82,6 +82,40 @@ TEST(KvCacheManager, SaltSeparatesModelsAndKvDtypes) {
   EXPECT_TRUE(a == chain_block_hash(kv_cache_salt("m", "bf16", ""), toks));
 }
 
+// Sequences with a LoRA adapter key their blocks from their own salt (set_salt_source): the
+// same prompt under the base model, adapter A and adapter B shares nothing across them, and
+// everything within each; the keys that missing_block_keys (the KV tier) asks for follow the
+// same salt, also for a sequence with no table yet.
+TEST(KvCacheManager, SaltSourceSeparatesAdapters) {
+  const BlockHash base = kv_cache_salt("m", "bf16", "");
+  BlockManagerConfig cfg{{64, 4}, /*enable_prefix_caching=*/true, /*salt=*/base};
+  KvCacheManager kv(cfg);
+  std::map<SeqId, BlockHash> salts = {{10, kv_cache_salt("m", "bf16", "A#1")},
+                                      {11, kv_cache_salt("m", "bf16", "A#1")},
+                                      {20, kv_cache_salt("m", "bf16", "B#2")}};
+  kv.set_salt_source([&](SeqId s, BlockHash* salt) {
+    auto it = salts.find(s);
+    if (it == salts.end()) return false;
+    *salt = it->second;
+    return true;
+  });
+  std::vector<int32_t> p = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  // Adapter A computes the prompt (its table started by allocate, as with prompt logprobs).
+  ASSERT_TRUE(kv.allocate(10, 9));
+  kv.commit(10, p, 9);
+  EXPECT_EQ(kv.match_prefix(1, p), 0) << "the base model must not read adapter A's KV";
+  EXPECT_EQ(kv.match_prefix(20, p), 0) << "adapter B must not read adapter A's KV";
+  EXPECT_EQ(kv.match_prefix(11, p), 8) << "a second request with adapter A shares its blocks";
+  EXPECT_EQ(kv.block_table(11)[0], kv.block_table(10)[0]);
+  EXPECT_EQ(kv.missing_block_keys(12, p).front(), chain_block_hash(base, std::span<const int32_t>(p).first(4)));
+  EXPECT_EQ(kv.missing_block_keys(30, p).size(), 2u);
+  salts[30] = salts[20];
+  EXPECT_EQ(kv.missing_block_keys(30, p).front(),
+            chain_block_hash(salts[20], std::span<const int32_t>(p).first(4)));
+  for (SeqId s : {1, 10, 11, 20}) kv.free(s);
+  EXPECT_EQ(kv.num_free_blocks(), 64);
+}
+
 TEST(KvCacheManager, PrefixCachingOffSharesNothing) {
   BlockManagerConfig cfg{{16, 2}, /*enable_prefix_caching=*/false, /*salt=*/kv_cache_salt("m", "bf16", "")};
   KvCacheManager kv(cfg);

@@ -120,5 +120,53 @@ TEST(StepUploader, LayoutIsPackedAndAligned) {
   EXPECT_LT(l.bytes, l.block_tables + st.block_tables.size() * sizeof(int32_t) + 16);
 }
 
+// LoRA: the adapted tokens grouped by slot (in token order within a slot), uploaded with the
+// step; a step without adapters has none, and a slot the model lacks is refused.
+TEST(StepUploader, LoraRowsAreGroupedBySlot) {
+  const int64_t bs = 4;
+  std::vector<int32_t> table = {0, 1, 2, 3};
+  std::vector<int32_t> a = {1, 2, 3}, b = {4}, c = {5, 6}, d = {7};
+  std::vector<SeqStepInput> seqs(4);
+  for (SeqStepInput& s : seqs) {
+    s.block_table = table;
+    s.need_logits = true;
+  }
+  seqs[0].tokens = a;  // tokens 0-2, slot 2
+  seqs[0].lora_slot = 2;
+  seqs[1].tokens = b;  // token 3, base
+  seqs[2].tokens = c;  // tokens 4-5, slot 0
+  seqs[2].lora_slot = 0;
+  seqs[3].tokens = d;  // token 6, slot 2
+  seqs[3].lora_slot = 2;
+  auto st = build_step(bs, 64, seqs, /*lora_num_slots=*/3);
+  ASSERT_TRUE(st.ok()) << st.status().to_string();
+  EXPECT_EQ(st->lora_num_slots, 3);
+  EXPECT_EQ(st->lora_slot_start, (std::vector<int32_t>{0, 2, 2, 6}));
+  EXPECT_EQ(st->lora_rows, (std::vector<int32_t>{4, 5, 0, 1, 2, 6}));
+  auto be = make_backend("cpu");
+  ASSERT_TRUE(be.ok());
+  StepUploader up(**be);
+  auto v = up.upload(*st, kOneRank);
+  ASSERT_TRUE(v.ok());
+  expect_view_equals(*v, *st);
+  EXPECT_EQ(v->lora.num_slots, 3);
+  EXPECT_EQ(v->lora.num_rows, 6);
+  EXPECT_EQ(read(v->lora.rows, 6), st->lora_rows);
+  EXPECT_EQ(read(v->lora.slot_start, 4), st->lora_slot_start);
+
+  for (SeqStepInput& s : seqs) s.lora_slot = -1;
+  auto base = build_step(bs, 64, seqs, 3);
+  ASSERT_TRUE(base.ok());
+  EXPECT_TRUE(base->lora_rows.empty());
+  auto vb = up.upload(*base, kOneRank);
+  ASSERT_TRUE(vb.ok());
+  EXPECT_TRUE(vb->lora.empty());
+
+  seqs[1].lora_slot = 3;
+  EXPECT_EQ(build_step(bs, 64, seqs, 3).status().code(), StatusCode::kInvalidArgument);
+  seqs[1].lora_slot = 0;
+  EXPECT_EQ(build_step(bs, 64, seqs, 0).status().code(), StatusCode::kInvalidArgument) << "a model without slots";
+}
+
 }  // namespace
 }  // namespace lancet

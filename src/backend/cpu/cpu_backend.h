@@ -47,6 +47,7 @@ class CpuBackend final : public Backend {
   Status gather_rows(const float* x, int64_t n, int64_t d, const int32_t* rows, int64_t r,
                      float* out) override;
   Status scatter_tokens(int32_t* token_ids, const int32_t* samples, const int32_t* pairs, int64_t n) override;
+  Status lora_apply(const LoraApplyArgs& a) override;  // cpu_lora.cc
 
  protected:
   StatusOr<std::unique_ptr<OpTimer>> make_op_timer() override;

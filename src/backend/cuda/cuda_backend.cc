@@ -1,7 +1,7 @@
 // CudaBackend: creation, device memory, copies, the error word, weight upload (FP8 E4M3 kept
 // as FP8 with f32 scales; every other format converted to BF16 on the host, then copied) and
 // the element-wise ops' argument checks.
-// GEMMs live in cuda_matmul.cc, KV writes and attention in cuda_attention.cc.
+// GEMMs live in cuda_matmul.cc, KV writes and attention in cuda_attention.cc, LoRA in cuda_lora.cc.
 #include "backend/cuda/cuda_backend.h"
 
 #include <algorithm>
@@ -146,6 +146,7 @@ Status CudaBackend::synchronize() {
   add(kErrKvSlot, "kv_write: slot past the cache");
   add(kErrBlockId, "paged_attention: block id outside the cache");
   add(kErrSeqShape, "paged_attention: query_start/context_lens inconsistent or past the block table");
+  add(kErrLoraRows, "lora_apply: slot_start inconsistent or a row outside the step's tokens");
   return OutOfRange("cuda backend: " + what + " (the affected outputs were zeroed or skipped)");
 }
 

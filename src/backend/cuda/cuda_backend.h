@@ -112,6 +112,16 @@ class CudaBackend final : public Backend {
   Status matmul_gate_up_silu(const float* x, int64_t n, const WeightMatrix& gate, const WeightMatrix& up,
                              float* gate_out, float* up_out, float* act) override;
 
+  // LoRA (cuda_lora.cc, lora.cu): factors stored as BF16, max_rank up to kLoraMaxRank.
+  StatusOr<LoraModuleWeights> alloc_lora_module(int64_t num_slots, int64_t max_rank, int64_t in,
+                                                int64_t out) override;
+  Status set_lora_slot(LoraModuleWeights& w, int64_t slot, const float* a /*[rank, in] host*/,
+                       const float* b /*[out, rank] host*/, int64_t rank, float scale) override;
+  Status lora_apply(const LoraApplyArgs& a) override;
+  // Up to kLoraMaxModules projections of one input in two launches (the 1-module case is
+  // lora_apply); others, or args that do not share x and rows, in more.
+  Status lora_apply_multi(std::span<const LoraApplyArgs> args) override;
+
   void set_activation_precision(ActivationPrecision p) override { precision_ = p; }
   void set_fp8_attention_math(Fp8AttentionMath m) override { fp8_attention_ = m; }
   bool supports_graphs() const override { return true; }
@@ -209,6 +219,7 @@ class CudaBackend final : public Backend {
   bool capturing_ = false;
   Buffer attn_partial_;  // split-KV partial results
   Buffer err_word_;      // unsigned error bits set by kernels (kernels.h)
+  Buffer lora_partials_;  // [kLoraPartialFloats] f32: the LoRA shrink's partial sums (lora.cu)
   // sample_rows staging: params then tokens, pinned on the host and on the device.
   Buffer sample_host_, sample_dev_;
   // sample_rows_async's params (copied from pageable memory: staged at once, so the host

@@ -22,6 +22,7 @@ enum ErrorBit : unsigned {
   kErrKvSlot = 1u << 3,        // kv_write: slot past the cache
   kErrBlockId = 1u << 4,       // paged_attention: block id outside the cache
   kErrSeqShape = 1u << 5,      // paged_attention: bad query_start / context_lens
+  kErrLoraRows = 1u << 6,      // lora_apply: slot_start or a row outside the step
 };
 
 // hi = bf16(x), lo = bf16(x - hi): x to about 16 mantissa bits as two bf16 halves.
@@ -213,5 +214,26 @@ cudaError_t launch_sample_rows(const float* logits /*[rows, vocab]*/, int64_t vo
 // the caller): a step's inputs fed from the previous step's sampled tokens.
 cudaError_t launch_scatter_tokens(int32_t* token_ids, const int32_t* samples, const int32_t* pairs /*[n, 2]*/,
                                   int64_t n, cudaStream_t s);
+
+// ---- LoRA (lora.cu) ----
+// Largest max_rank the kernels take (the expand stages B rows of up to this many columns).
+constexpr int64_t kLoraMaxRank = 256;
+// Projections of one input that one launch_lora_apply takes (q, k and v).
+constexpr int kLoraMaxModules = 3;
+// Floats of the backend's workspace for the shrink's partial sums over K splits (8 MB): a step
+// whose splits need more (sum over modules of splits x num_rows x max_rank) takes fewer splits.
+constexpr int64_t kLoraPartialFloats = int64_t{1} << 21;
+// lora_apply (lora_args.h; factors bf16, f32 accumulation) for every slot of up to
+// kLoraMaxModules modules with the same x, in, num_tokens and rows, and distinct y and scratch:
+// two launches (shrink, expand), each spanning the modules. Segments and ranks are read from
+// device memory (slot_start, slot_rank), so the grids depend only on the slots, the modules'
+// shapes and rows.num_rows (an upper bound in a captured graph). The shrink's partial sums go to
+// partials ([kLoraPartialFloats] backend memory, used by one stream; null: none) when the step
+// splits the input features, else to each module's scratch ([num_rows, max_rank]). Rows of
+// different slots must be different tokens (each output element has one writer). Bad segments or
+// rows set kErrLoraRows and are skipped. The caller checks the arguments (cuda_lora.cc); slots
+// past 65535 are refused here.
+cudaError_t launch_lora_apply(std::span<const LoraApplyArgs> mods, float* partials /*[partial_floats]*/,
+                              int64_t partial_floats, unsigned* err, cudaStream_t s);
 
 }  // namespace lancet::cuda
