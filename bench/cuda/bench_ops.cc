@@ -317,7 +317,68 @@ void bench_matmuls(Backend& be) {
 
 }  // namespace
 
+// LoRA (lora_apply_multi for q/k/v, lora_apply for o) on the Llama-3-8B shape: `slots`
+// adapters of rank R, each with `rows` of the step's tokens; eager and graph-replayed time per
+// layer's two calls, and the factor bytes they read (every slot's A and B of the four
+// projections) per second.
+void bench_lora(Backend& be, int64_t slots, int64_t rows, int64_t R) {
+  const int64_t H = 4096, KV = 1024, T = slots * rows;
+  struct Mod {
+    int64_t in, out;
+    LoraModuleWeights w;
+  };
+  std::vector<Mod> mods = {{H, H, {}}, {H, KV, {}}, {H, KV, {}}, {H, H, {}}};
+  double bytes = 0;
+  for (Mod& m : mods) {
+    auto w = be.alloc_lora_module(slots, R, m.in, m.out);
+    die(w.status(), "alloc_lora_module");
+    m.w = std::move(*w);
+    std::vector<float> a(static_cast<size_t>(R * m.in)), b(static_cast<size_t>(m.out * R));
+    for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>((i * 2654435761u) % 1000) * 1e-5f - 0.005f;
+    for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>((i * 40503u) % 1000) * 1e-5f - 0.005f;
+    for (int64_t s = 0; s < slots; ++s) die(be.set_lora_slot(m.w, s, a.data(), b.data(), R, 2.0f), "set_lora_slot");
+    bytes += static_cast<double>(slots * R * (m.in + m.out)) * 2;
+  }
+  Buffer x = dev_random_f32(be, static_cast<size_t>(T * H), 7), attn = dev_random_f32(be, static_cast<size_t>(T * H), 8);
+  Buffer yq = dev_alloc(be, static_cast<size_t>(T * H) * 4), yk = dev_alloc(be, static_cast<size_t>(T * KV) * 4),
+         yv = dev_alloc(be, static_cast<size_t>(T * KV) * 4), yo = dev_alloc(be, static_cast<size_t>(T * H) * 4);
+  Buffer scratch = dev_alloc(be, static_cast<size_t>(3 * T * R) * 4);
+  // Token t in slot t % slots (interleaved, as a batch of requests over several adapters).
+  std::vector<int32_t> order, start(static_cast<size_t>(slots + 1), 0);
+  for (int64_t s = 0; s < slots; ++s) {
+    for (int64_t t = s; t < T; t += slots) order.push_back(static_cast<int32_t>(t));
+    start[static_cast<size_t>(s + 1)] = static_cast<int32_t>(order.size());
+  }
+  Buffer meta = dev_alloc(be, (order.size() + start.size()) * 4);
+  die(be.copy_to_device(meta.data(), order.data(), order.size() * 4), "copy rows");
+  die(be.copy_to_device(meta.as<int32_t>() + order.size(), start.data(), start.size() * 4), "copy starts");
+  const LoraStepRows rs{slots, T, meta.as<int32_t>(), meta.as<int32_t>() + order.size()};
+  float* outs[4] = {yq.as<float>(), yk.as<float>(), yv.as<float>(), yo.as<float>()};
+  auto layer = [&](int) {
+    LoraApplyArgs qkv[3];
+    for (int i = 0; i < 3; ++i) {
+      qkv[i].x = x.as<float>();
+      qkv[i].y = outs[i];
+      qkv[i].scratch = scratch.as<float>() + i * T * R;
+      qkv[i].num_tokens = T;
+      qkv[i].w = &mods[static_cast<size_t>(i)].w;
+      qkv[i].rows = rs;
+    }
+    die(be.lora_apply_multi(qkv), "lora_apply_multi");
+    LoraApplyArgs o = qkv[0];
+    o.x = attn.as<float>();
+    o.y = outs[3];
+    o.w = &mods[3].w;
+    die(be.lora_apply(o), "lora_apply");
+  };
+  const std::string name = std::to_string(slots) + " slots x " + std::to_string(rows) + " rows r" + std::to_string(R);
+  const double eager = time_per_call(be, 200, layer), graph = time_per_call_graph(be, 20, layer);
+  row("lora", name + " eager", eager * 1e6, bytes / eager / 1e9, "GB/s", 4800);
+  row("lora", name + " graph", graph * 1e6, bytes / graph / 1e9, "GB/s", 4800);
+}
+
 int main(int argc, char** argv) {
+  // `bench_ops lora` times the LoRA ops of one layer only;
   // `bench_ops attn [TEXT]` runs the attention cases only (those whose label contains TEXT),
   // `bench_ops matmul [TEXT]` the linear layers only, `bench_ops prompt` a prompt chunk's MLP block.
   const std::string only = argc > 1 ? argv[1] : "";
@@ -326,6 +387,12 @@ int main(int argc, char** argv) {
   auto be = make_backend("cuda");
   die(be.status(), "cuda backend");
   std::printf("%-10s %-34s %13s %18s\n", "op", "case", "time", "achieved");
+  if (only == "lora") {  // `bench_ops lora`: one layer's q/k/v and o LoRA calls
+    for (auto [slots, rows] : {std::pair{8, 8}, std::pair{8, 1}, std::pair{1, 64}, std::pair{4, 16}, std::pair{8, 1024}})
+      bench_lora(**be, slots, rows, 64);
+    bench_lora(**be, 8, 8, 16);
+    return 0;
+  }
   if (only.empty() || only == "prompt") {
     bench_prompt_mlp(false);
     bench_prompt_mlp(true);
