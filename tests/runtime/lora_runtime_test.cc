@@ -2,7 +2,8 @@
 // continuation is peft's (tests/data/lora-tiny-llama3) while a base request in the same batch
 // keeps Hugging Face's; the prefix cache never hands one adapter's (or the base model's) KV to
 // another; run-time loading and unloading refuse what they must, and a slot whose adapter was
-// unloaded is reused only once no request holds it.
+// unloaded is reused only once no request holds it; the adapters split over tensor-parallel
+// ranks give the same tokens.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -98,6 +99,25 @@ TEST(LoraRuntime, AdaptersAndBaseInOneBatchGivePeftAndHfGreedy) {
   for (size_t i = 0; i < reqs.size(); ++i)
     EXPECT_EQ(out[i].tokens, want[i]) << "request " << i << " (" << (reqs[i].lora ? reqs[i].lora->name : "base") << ")";
   EXPECT_EQ((*rt)->async_engine().stats().kv_usage, 0.0);
+}
+
+// Two tensor-parallel ranks (simulated on the CPU; one KV head, so both hold it): each rank
+// adapts its share of q/gate/up rows and of o/down columns, and the all-reduce sums the
+// low-rank terms; the tokens are peft's.
+TEST(LoraRuntime, TensorParallelRanksGivePeftGreedy) {
+  RuntimeConfig rc = lora_config();
+  rc.tensor_parallel_size = 2;
+  auto rt = Runtime::create(rc);
+  ASSERT_TRUE(rt.ok()) << rt.status().to_string();
+  std::vector<GenerationRequest> reqs;
+  std::vector<std::vector<int32_t>> want;
+  for (const char* name : {"sql", "chat"}) {
+    const std::string g = adapter_dir(name) + "/golden.safetensors";
+    want.push_back(ids(g, "case1.greedy"));
+    reqs.push_back(greedy(ids(g, "case1.input_ids"), static_cast<int32_t>(want.back().size()), (*rt)->find_lora(name)));
+  }
+  const auto out = run(**rt, reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(out[i].tokens, want[i]) << reqs[i].lora->name;
 }
 
 TEST(LoraRuntime, PrefixCacheIsPerAdapter) {
