@@ -33,8 +33,9 @@ std::optional<ApiError> parse_limit(const httplib::Request& req, int64_t* limit)
 
 }  // namespace
 
-BatchApi::BatchApi(const ServerConfig* config, std::function<ServingModel*()> model)
-    : config_(config), model_(std::move(model)) {}
+BatchApi::BatchApi(const ServerConfig* config, std::function<ServingModel*()> model,
+                   std::function<const GuardModel*()> guard_model)
+    : config_(config), model_(std::move(model)), guard_model_(std::move(guard_model)) {}
 
 BatchApi::~BatchApi() { shutdown(); }
 
@@ -69,6 +70,7 @@ bool BatchApi::ready(httplib::Response& res) {
   rc.limits = config_->limits;
   rc.request_timeout_s = config_->request_timeout_s;
   rc.guard = config_->guard_rules.get();
+  rc.guard_model = guard_model_;
   batches_ = std::make_unique<BatchManager>(files_.get(), rc, model_);
   return true;
 }

@@ -19,7 +19,9 @@ namespace lancet::server {
 
 class BatchApi {
  public:
-  BatchApi(const ServerConfig* config, std::function<ServingModel*()> model);
+  // guard_model: the guard model once it is loaded (null before, or without --guard-model).
+  BatchApi(const ServerConfig* config, std::function<ServingModel*()> model,
+           std::function<const GuardModel*()> guard_model = nullptr);
   ~BatchApi();
   // Stops the batch worker (a running batch's requests are aborted); later calls answer 503.
   void shutdown();
@@ -45,6 +47,7 @@ class BatchApi {
 
   const ServerConfig* config_;
   std::function<ServingModel*()> model_;
+  std::function<const GuardModel*()> guard_model_;
   std::mutex mu_;
   std::unique_ptr<FileStore> files_;
   std::unique_ptr<BatchManager> batches_;

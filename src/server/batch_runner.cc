@@ -56,6 +56,8 @@ BatchRunner::Outcome BatchRunner::run_line(const BatchLine& line, const Cancelle
   CompletionSession session(model_, /*metrics=*/nullptr, std::move(api), config_.request_timeout_s);
   session.set_priority(config_.priority);
   if (config_.guard) session.set_guard(config_.guard);
+  if (config_.guard_model)
+    if (const GuardModel* gm = config_.guard_model()) session.set_guard_model(gm);
   if (cancelled) session.set_client_gone(cancelled);
   if (auto e = session.submit()) return fail(*e);
   Json body;

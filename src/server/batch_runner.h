@@ -16,6 +16,7 @@
 #include "engine/scheduler.h"
 #include "guard/guard_rules.h"
 #include "server/batch_lines.h"
+#include "server/guard_model.h"
 #include "server/openai_json.h"
 #include "server/serving_model.h"
 
@@ -28,6 +29,9 @@ struct BatchRunConfig {
   RequestLimits limits;
   double request_timeout_s = 0;       // per request, as --timeout; 0 = none
   const guard::GuardRules* guard = nullptr;
+  // The guard model (--guard-model), asked per request: it may still be loading when the batch
+  // starts (null until it is ready, then every later request is classified). Unset: none.
+  std::function<const GuardModel*()> guard_model;
 };
 
 struct BatchCounts {

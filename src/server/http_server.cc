@@ -112,7 +112,8 @@ struct HttpServer::Impl {
   std::unique_ptr<BatchApi> batch_api;
 
   explicit Impl(ServerConfig c) : config(std::move(c)) {
-    batch_api = std::make_unique<BatchApi>(&config, [this] { return model.load(); });
+    batch_api = std::make_unique<BatchApi>(&config, [this] { return model.load(); },
+                                           [this] { return guard_model.load(); });
   }
   ~Impl() { batch_api.reset(); }
   // The body limit of a request: uploads to /v1/files get the file limit.

@@ -7,6 +7,7 @@
 // envelopes).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <thread>
@@ -84,6 +85,14 @@ std::string completion_line(const std::string& id, int first_token, int max_toke
               {"method", "POST"},
               {"url", "/v1/completions"},
               {"body", {{"prompt", {first_token, first_token + 1}}, {"max_tokens", max_tokens}, {"temperature", 0}}}}
+      .dump();
+}
+
+std::string chat_text_line(const std::string& id, const std::string& text) {
+  return json{{"custom_id", id},
+              {"method", "POST"},
+              {"url", "/v1/chat/completions"},
+              {"body", {{"messages", json::array({{{"role", "user"}, {"content", text}}})}, {"max_tokens", 2}}}}
       .dump();
 }
 
@@ -294,6 +303,54 @@ TEST(BatchRunner, ResultsInInputOrderWithBadLinesAndFailedRequestsInTheErrorFile
   EXPECT_EQ(errs[2]["response"]["status_code"], 400);
   EXPECT_EQ(parse_jsonl(r.all).size(), 15u);
   EXPECT_EQ(stack.async->stats().num_running, 0);
+}
+
+// The guard model (--guard-model) classifies every batch request once it is loaded: an unsafe
+// verdict is that line's 400 content_filter in the error file; while the guard is still
+// loading (null) the lines run.
+class UnsafeGuard : public GuardModel {
+ public:
+  StatusOr<GuardVerdict> classify(const nlohmann::ordered_json& conversation) const override {
+    ++asked;
+    GuardVerdict v;
+    v.kind = conversation.dump().find("[1]") != std::string::npos ? GuardVerdict::Kind::kSafe
+                                                                   : GuardVerdict::Kind::kUnsafe;
+    if (v.kind == GuardVerdict::Kind::kUnsafe) v.categories = {"S2"};
+    return v;
+  }
+  mutable std::atomic<int> asked{0};
+};
+
+TEST(BatchRunner, GuardModelClassifiesEachRequestOnceLoaded) {
+  FakeStack stack;
+  UnsafeGuard guard;
+  const GuardModel* loaded = nullptr;
+  BatchRunConfig cfg;
+  cfg.guard_model = [&] { return loaded; };
+  std::string input;
+  for (int i = 0; i < 4; ++i) input += chat_text_line("c" + std::to_string(i), i == 1 ? "[1]" : "tell me") + "\n";
+  auto prepared = prepare_batch(input, "/v1/chat/completions", cfg);
+  ASSERT_TRUE(prepared.ok()) << prepared.status().to_string();
+  BatchRunner runner(stack.model.get(), cfg);
+  const BatchResult before = runner.run(*prepared, nullptr, nullptr);
+  EXPECT_EQ(before.counts.failed, 4) << "without a tokenizer the fake model refuses chat: "
+                                        "nothing was filtered while the guard was loading";
+  for (const json& e : parse_jsonl(before.errors))
+    EXPECT_NE(e["response"]["body"]["error"]["code"], "content_filter") << e.dump();
+  EXPECT_EQ(guard.asked.load(), 0);
+  loaded = &guard;
+  const BatchResult after = runner.run(*prepared, nullptr, nullptr);
+  EXPECT_EQ(guard.asked.load(), 4);
+  const auto errs = parse_jsonl(after.errors);
+  ASSERT_EQ(errs.size(), 4u);
+  int filtered = 0;
+  for (const json& e : errs) {
+    if (e["response"]["body"]["error"]["code"] != "content_filter") continue;
+    ++filtered;
+    EXPECT_EQ(e["response"]["status_code"], 400);
+    EXPECT_NE(e["response"]["body"]["error"]["message"].get<std::string>().find("S2"), std::string::npos);
+  }
+  EXPECT_EQ(filtered, 3) << after.errors;
 }
 
 TEST(BatchRunner, WholeInputFailsOnlyWhenEmptyOrTooLong) {
