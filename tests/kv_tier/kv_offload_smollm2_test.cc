@@ -84,7 +84,9 @@ class KvOffloadSmolLM2 : public ::testing::Test {
     ids->resize(n);
     return *ids;
   }
-  KvTierStats tier(Runtime& rt) { return rt.async_engine().stats().kv_offload; }
+  // The tier's own counters, as they are now (the engine's statistics hold them as of its last
+  // step, before a flush has written what that step queued).
+  KvTierStats tier(Runtime& rt) { return rt.kv_offload()->stats(); }
 
   testing::RedisTestServer redis_;
   std::unique_ptr<Runtime> a_, b_;
