@@ -287,6 +287,7 @@ class Backend {
   // w.max_rank), b multiplied by scale; rank 0 empties the slot. Ordered with the queued work.
   virtual Status set_lora_slot(LoraModuleWeights& w, int64_t slot, const float* a /*[rank, in] host*/,
                                const float* b /*[out, rank] host*/, int64_t rank, float scale);
+  // Backends without LoRA refuse (both real backends implement it; test doubles need not).
   virtual Status lora_apply(const LoraApplyArgs& a) {
     (void)a;
     return Unimplemented(std::string(name()) + " backend has no LoRA");
@@ -372,6 +373,9 @@ class Backend {
   Status take_op_times(OpTimes* acc);
 
  protected:
+  // alloc_lora_module's work for a storage type: zeroed factors of dtype, ranks all 0.
+  StatusOr<LoraModuleWeights> make_lora_module(DType dtype, int64_t num_slots, int64_t max_rank, int64_t in,
+                                               int64_t out);
   virtual StatusOr<std::unique_ptr<OpTimer>> make_op_timer() {
     return Unimplemented(std::string(name()) + " backend cannot time its ops");
   }
@@ -418,8 +422,8 @@ inline Status Backend::matmul_gate_up_silu(const float* x, int64_t n, const Weig
   return silu_mul(gate_out, up_out, n, gate.rows, act);
 }
 
-inline StatusOr<LoraModuleWeights> Backend::alloc_lora_module(int64_t num_slots, int64_t max_rank, int64_t in,
-                                                              int64_t out) {
+inline StatusOr<LoraModuleWeights> Backend::make_lora_module(DType dtype, int64_t num_slots, int64_t max_rank,
+                                                             int64_t in, int64_t out) {
   if (num_slots <= 0 || max_rank <= 0 || in <= 0 || out <= 0)
     return InvalidArgument("alloc_lora_module: slots, rank and shape must be positive");
   LoraModuleWeights w;
@@ -427,9 +431,10 @@ inline StatusOr<LoraModuleWeights> Backend::alloc_lora_module(int64_t num_slots,
   w.max_rank = max_rank;
   w.in = in;
   w.out = out;
-  w.dtype = DType::kF32;
-  const size_t a_bytes = static_cast<size_t>(num_slots * max_rank * in) * sizeof(float);
-  const size_t b_bytes = static_cast<size_t>(num_slots * out * max_rank) * sizeof(float);
+  w.dtype = dtype;
+  const size_t es = dtype_info(dtype).block_bytes;
+  const size_t a_bytes = static_cast<size_t>(num_slots * max_rank * in) * es;
+  const size_t b_bytes = static_cast<size_t>(num_slots * out * max_rank) * es;
   const size_t r_bytes = static_cast<size_t>(num_slots) * sizeof(int32_t);
   ASSIGN_OR_RETURN(Buffer a, alloc(a_bytes));
   ASSIGN_OR_RETURN(Buffer b, alloc(b_bytes));
@@ -443,6 +448,11 @@ inline StatusOr<LoraModuleWeights> Backend::alloc_lora_module(int64_t num_slots,
   w.host_rank.assign(static_cast<size_t>(num_slots), 0);
   w.owner = std::make_shared<std::vector<Buffer>>(std::vector<Buffer>{a, b, r});
   return w;
+}
+
+inline StatusOr<LoraModuleWeights> Backend::alloc_lora_module(int64_t num_slots, int64_t max_rank, int64_t in,
+                                                              int64_t out) {
+  return make_lora_module(DType::kF32, num_slots, max_rank, in, out);
 }
 
 inline Status Backend::set_lora_slot(LoraModuleWeights& w, int64_t slot, const float* a, const float* b, int64_t rank,

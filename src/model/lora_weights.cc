@@ -14,7 +14,7 @@ struct Dims {
   int64_t in = 0, out = 0;
 };
 
-// [out, in] of a projection on this rank (local) or in the checkpoint (full).
+// The input and output features of a projection on this rank.
 Dims local_dims(const ModelConfig& c, const TpRankLayout& l, LoraTarget t) {
   const int64_t H = c.hidden_size, D = c.head_dim;
   switch (t) {
@@ -29,18 +29,13 @@ Dims local_dims(const ModelConfig& c, const TpRankLayout& l, LoraTarget t) {
   return {};
 }
 
+// The same in the checkpoint: the dims of one rank holding everything.
 Dims full_dims(const ModelConfig& c, LoraTarget t) {
-  const int64_t H = c.hidden_size, D = c.head_dim;
-  switch (t) {
-    case LoraTarget::kQ: return {H, c.num_heads * D};
-    case LoraTarget::kK:
-    case LoraTarget::kV: return {H, c.num_kv_heads * D};
-    case LoraTarget::kO: return {c.num_heads * D, H};
-    case LoraTarget::kGate:
-    case LoraTarget::kUp: return {H, c.intermediate_size};
-    case LoraTarget::kDown: return {c.intermediate_size, H};
-  }
-  return {};
+  TpRankLayout whole;
+  whole.num_heads = c.num_heads;
+  whole.num_kv_heads = c.num_kv_heads;
+  whole.intermediate = c.intermediate_size;
+  return local_dims(c, whole, t);
 }
 
 Status clear_slot(Backend& be, LoraRankWeights& w, int64_t slot) {

@@ -18,14 +18,13 @@
 #include "io/safetensors.h"
 #include "model/llama_model.h"
 #include "runner/llama_executor.h"
+#include "lora_test_data.h"
 #include "test_paths.h"
 
 namespace lancet {
 namespace {
 
-std::string adapter_dir(const std::string& name) {
-  return testing::source_dir() + "/tests/data/lora-tiny-llama3/" + name;
-}
+std::string adapter_dir(const std::string& name) { return testing::lora_adapter_dir(name); }
 
 struct Loaded {
   std::unique_ptr<ModelSource> src;
@@ -127,12 +126,7 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 std::vector<int32_t> golden_prompt(const std::string& adapter, const std::string& c) {
-  auto g = SafetensorsFile::open(adapter_dir(adapter) + "/golden.safetensors");
-  EXPECT_TRUE(g.ok());
-  const TensorView* t = (*g)->find(c + ".input_ids");
-  EXPECT_NE(t, nullptr);
-  const int32_t* p = static_cast<const int32_t*>(t->data);
-  return std::vector<int32_t>(p, p + t->numel());
+  return testing::golden_ids(adapter_dir(adapter) + "/golden.safetensors", c + ".input_ids");
 }
 
 TEST(LoraForward, BaseAndTwoAdaptersInOneBatchMatchEachAlone) {

@@ -11,24 +11,14 @@
 
 #include "io/safetensors.h"
 #include "runtime/runtime.h"
+#include "lora_test_data.h"
 #include "test_paths.h"
 
 namespace lancet {
 namespace {
 
-std::string adapter_dir(const std::string& name) {
-  return testing::source_dir() + "/tests/data/lora-tiny-llama3/" + name;
-}
-
-std::vector<int32_t> ids(const std::string& golden, const std::string& name) {
-  auto f = SafetensorsFile::open(golden);
-  EXPECT_TRUE(f.ok()) << f.status().to_string();
-  const TensorView* t = (*f)->find(name);
-  EXPECT_NE(t, nullptr) << name;
-  if (!t) return {};
-  const int32_t* p = static_cast<const int32_t*>(t->data);
-  return std::vector<int32_t>(p, p + t->numel());
-}
+using testing::golden_ids;
+std::string adapter_dir(const std::string& name) { return testing::lora_adapter_dir(name); }
 
 RuntimeConfig lora_config() {
   RuntimeConfig rc;
@@ -86,13 +76,13 @@ TEST(LoraRuntime, AdaptersAndBaseInOneBatchGivePeftAndHfGreedy) {
   for (const char* c : {"case0", "case1"}) {
     for (auto [name, ref] : {std::pair{"sql", sql}, std::pair{"chat", chat}}) {
       const std::string g = adapter_dir(name) + "/golden.safetensors";
-      want.push_back(ids(g, std::string(c) + ".greedy"));
-      reqs.push_back(greedy(ids(g, std::string(c) + ".input_ids"), static_cast<int32_t>(want.back().size()), ref));
+      want.push_back(golden_ids(g, std::string(c) + ".greedy"));
+      reqs.push_back(greedy(golden_ids(g, std::string(c) + ".input_ids"), static_cast<int32_t>(want.back().size()), ref));
     }
   }
   for (const char* c : {"case1", "case2"}) {
-    want.push_back(ids(base_golden, std::string(c) + ".greedy"));
-    reqs.push_back(greedy(ids(base_golden, std::string(c) + ".input_ids"), static_cast<int32_t>(want.back().size()),
+    want.push_back(golden_ids(base_golden, std::string(c) + ".greedy"));
+    reqs.push_back(greedy(golden_ids(base_golden, std::string(c) + ".input_ids"), static_cast<int32_t>(want.back().size()),
                           nullptr));
   }
   const auto out = run(**rt, reqs);
@@ -113,8 +103,8 @@ TEST(LoraRuntime, TensorParallelRanksGivePeftGreedy) {
   std::vector<std::vector<int32_t>> want;
   for (const char* name : {"sql", "chat"}) {
     const std::string g = adapter_dir(name) + "/golden.safetensors";
-    want.push_back(ids(g, "case1.greedy"));
-    reqs.push_back(greedy(ids(g, "case1.input_ids"), static_cast<int32_t>(want.back().size()), (*rt)->find_lora(name)));
+    want.push_back(golden_ids(g, "case1.greedy"));
+    reqs.push_back(greedy(golden_ids(g, "case1.input_ids"), static_cast<int32_t>(want.back().size()), (*rt)->find_lora(name)));
   }
   const auto out = run(**rt, reqs);
   for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(out[i].tokens, want[i]) << reqs[i].lora->name;
@@ -125,7 +115,7 @@ TEST(LoraRuntime, PrefixCacheIsPerAdapter) {
   ASSERT_TRUE(rt.ok()) << rt.status().to_string();
   auto sql = (*rt)->find_lora("sql");
   auto chat = (*rt)->find_lora("chat");
-  const std::vector<int32_t> p = ids(adapter_dir("sql") + "/golden.safetensors", "case1.input_ids");  // 64 tokens
+  const std::vector<int32_t> p = golden_ids(adapter_dir("sql") + "/golden.safetensors", "case1.input_ids");  // 64 tokens
   ASSERT_EQ(p.size(), 64u);
   const auto first = run(**rt, {greedy(p, 4, sql)});
   EXPECT_EQ(first[0].cached, 0);
@@ -151,9 +141,9 @@ TEST(LoraRuntime, LoadAndUnloadAtRunTime) {
   EXPECT_EQ(r.lora_adapters().size(), 3u);
   EXPECT_EQ(r.load_lora("fourth", adapter_dir("sql")).code(), StatusCode::kResourceExhausted) << "--max-loras 3";
   // sql2 gives sql's tokens (same factors, another slot).
-  const std::vector<int32_t> p = ids(adapter_dir("sql") + "/golden.safetensors", "case0.input_ids");
+  const std::vector<int32_t> p = golden_ids(adapter_dir("sql") + "/golden.safetensors", "case0.input_ids");
   const auto out = run(r, {greedy(p, 8, r.find_lora("sql")), greedy(p, 8, r.find_lora("sql2"))});
-  EXPECT_EQ(out[0].tokens, ids(adapter_dir("sql") + "/golden.safetensors", "case0.greedy"));
+  EXPECT_EQ(out[0].tokens, golden_ids(adapter_dir("sql") + "/golden.safetensors", "case0.greedy"));
   EXPECT_EQ(out[1].tokens, out[0].tokens);
 
   ASSERT_TRUE(r.unload_lora("sql2").ok());
@@ -170,7 +160,7 @@ TEST(LoraRuntime, LoadAndUnloadAtRunTime) {
   EXPECT_TRUE(r.load_lora("fifth", adapter_dir("sql")).ok());
   // The reloaded slot serves the new adapter (sql's factors), not the one it held before.
   const auto fifth = run(r, {greedy(p, 8, r.find_lora("fifth"))});
-  EXPECT_EQ(fifth[0].tokens, ids(adapter_dir("sql") + "/golden.safetensors", "case0.greedy"));
+  EXPECT_EQ(fifth[0].tokens, golden_ids(adapter_dir("sql") + "/golden.safetensors", "case0.greedy"));
 }
 
 TEST(LoraRuntime, ConfigIsChecked) {

@@ -10,23 +10,14 @@
 #include <nlohmann/json.hpp>
 
 #include "io/safetensors.h"
+#include "lora_test_data.h"
 #include "server_process.h"
 #include "test_paths.h"
 
 namespace lancet::testing {
 namespace {
 
-std::string adapter_dir(const std::string& name) { return source_dir() + "/tests/data/lora-tiny-llama3/" + name; }
-
-std::vector<int32_t> ids_of(const std::string& golden, const std::string& name) {
-  auto f = SafetensorsFile::open(golden);
-  EXPECT_TRUE(f.ok()) << f.status().to_string();
-  const TensorView* t = (*f)->find(name);
-  EXPECT_NE(t, nullptr) << name;
-  if (!t) return {};
-  const int32_t* p = static_cast<const int32_t*>(t->data);
-  return std::vector<int32_t>(p, p + t->numel());
-}
+std::string adapter_dir(const std::string& name) { return lora_adapter_dir(name); }
 
 std::vector<std::string> flags(bool allow_updates) {
   std::vector<std::string> f = {fixture_dir("tiny-llama3"), "--threads", "2", "--max-model-len", "256",
@@ -44,8 +35,8 @@ TEST(ServerLora, OpenAiClientServesAdaptersByModelName) {
   for (const char* name : {"sql", "chat"}) {
     const std::string g = adapter_dir(name) + "/golden.safetensors";
     expect["adapters"][name] = {{"path", adapter_dir(name)},
-                                {"prompt", ids_of(g, "case1.input_ids")},
-                                {"greedy", ids_of(g, "case1.greedy")}};
+                                {"prompt", golden_ids(g, "case1.input_ids")},
+                                {"greedy", golden_ids(g, "case1.greedy")}};
   }
   const std::string path = make_temp_dir() + "/expect.json";
   std::ofstream(path) << expect.dump();

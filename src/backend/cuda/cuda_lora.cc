@@ -18,8 +18,6 @@ namespace lancet::cuda {
 
 StatusOr<LoraModuleWeights> CudaBackend::alloc_lora_module(int64_t num_slots, int64_t max_rank, int64_t in,
                                                            int64_t out) {
-  if (num_slots <= 0 || max_rank <= 0 || in <= 0 || out <= 0)
-    return InvalidArgument("alloc_lora_module: slots, rank and shape must be positive");
   if (max_rank > kLoraMaxRank)
     return InvalidArgument("alloc_lora_module: the cuda backend takes LoRA ranks up to " +
                            std::to_string(kLoraMaxRank) + ", not " + std::to_string(max_rank));
@@ -29,27 +27,7 @@ StatusOr<LoraModuleWeights> CudaBackend::alloc_lora_module(int64_t num_slots, in
   if (lora_partials_.empty()) {
     ASSIGN_OR_RETURN(lora_partials_, alloc(static_cast<size_t>(kLoraPartialFloats) * sizeof(float)));
   }
-  LoraModuleWeights w;
-  w.num_slots = num_slots;
-  w.max_rank = max_rank;
-  w.in = in;
-  w.out = out;
-  w.dtype = DType::kBF16;
-  const size_t a_bytes = static_cast<size_t>(num_slots * max_rank * in) * 2;
-  const size_t b_bytes = static_cast<size_t>(num_slots * out * max_rank) * 2;
-  const size_t r_bytes = static_cast<size_t>(num_slots) * sizeof(int32_t);
-  ASSIGN_OR_RETURN(Buffer a, alloc(a_bytes));
-  ASSIGN_OR_RETURN(Buffer b, alloc(b_bytes));
-  ASSIGN_OR_RETURN(Buffer r, alloc(r_bytes));
-  RETURN_IF_ERROR(zero(a.data(), a_bytes));
-  RETURN_IF_ERROR(zero(b.data(), b_bytes));
-  RETURN_IF_ERROR(zero(r.data(), r_bytes));
-  w.a = a.data();
-  w.b = b.data();
-  w.slot_rank = r.as<int32_t>();
-  w.host_rank.assign(static_cast<size_t>(num_slots), 0);
-  w.owner = std::make_shared<std::vector<Buffer>>(std::vector<Buffer>{a, b, r});
-  return w;
+  return make_lora_module(DType::kBF16, num_slots, max_rank, in, out);
 }
 
 Status CudaBackend::set_lora_slot(LoraModuleWeights& w, int64_t slot, const float* a, const float* b, int64_t rank,
