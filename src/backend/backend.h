@@ -193,7 +193,9 @@ inline bool attention_prompt_step(int64_t num_tokens, int64_t num_seqs) {
 // the CPU sampler's (runner/sampler.h) for a request without logit_bias, penalties, min_tokens
 // masking or logprobs: temperature, top-k, then top-p on the renormalised top-k distribution,
 // then min-p, candidates ordered by logit (ties to the lowest index), and an inverse-CDF draw
-// with u = counter_uniform_value(seed, counter) (backend/counter_uniform.h).
+// with u = counter_uniform_value(seed, counter) (backend/counter_uniform.h). A structured-output
+// mask (allowed) first sets the logits of the tokens it refuses to -inf, as the CPU sampler's
+// SampleContext::allowed_tokens does.
 struct DeviceSampleRow {
   int32_t row = 0;           // the logits row (of the rows passed to sample_rows)
   float temperature = 1.0f;  // <= 0: greedy (argmax, ties to the lowest index)
@@ -202,6 +204,11 @@ struct DeviceSampleRow {
   float min_p = 0.0f;        // in [0, 1]; 0: off
   uint64_t seed = 0;         // the request's seed
   uint64_t counter = 0;      // the request's output position (tokens generated so far)
+  // The tokens the row may draw: bit t & 31 of allowed[t >> 5] set = token t allowed; tokens
+  // past allowed_words words are refused. Null: every token. Host memory, read during the
+  // call (the backend stages it where its kernel reads it).
+  const uint32_t* allowed = nullptr;
+  int32_t allowed_words = 0;
 };
 
 // A captured sequence of ops that can be replayed (CUDA graphs); see Backend::begin_capture.

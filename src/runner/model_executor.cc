@@ -16,7 +16,10 @@ int32_t draw_sample_row(std::span<const float> logits, const DeviceSampleRow& ro
   p.top_k = row.top_k;
   p.top_p = row.top_p;
   p.min_p = row.min_p;
-  return draw_token(logits, p, row.seed, row.counter);
+  if (!row.allowed) return draw_token(logits, p, row.seed, row.counter);
+  std::vector<float> x(logits.begin(), logits.end());
+  mask_refused_tokens(x, std::span<const uint32_t>(row.allowed, static_cast<size_t>(std::max(row.allowed_words, 0))));
+  return draw_token(x, p, row.seed, row.counter);
 }
 
 Status check_token_feeds(std::span<const TokenFeed> feeds, int64_t num_tokens, int64_t num_samples) {

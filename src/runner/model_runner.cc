@@ -20,6 +20,10 @@ DeviceSampleRow device_sample_row(const SamplingParams& p, const SampleContext& 
   d.min_p = p.min_p;
   d.seed = ctx.seed;
   d.counter = static_cast<uint64_t>(static_cast<int64_t>(ctx.output_tokens.size()) + ctx.pending_outputs);
+  if (!ctx.allowed_tokens.empty()) {  // a structured-output mask, applied where the row is drawn
+    d.allowed = ctx.allowed_tokens.data();
+    d.allowed_words = static_cast<int32_t>(ctx.allowed_tokens.size());
+  }
   return d;
 }
 
@@ -32,7 +36,6 @@ bool hidden_wanted_in(std::span<const RunnerSeq> batch) {
 }  // namespace
 
 bool needs_host_logits(const SamplingParams& p, const SampleContext& ctx) {
-  if (!ctx.allowed_tokens.empty()) return true;  // a structured-output mask
   if (p.logprobs >= 0 || !p.logit_bias.empty() || p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f ||
       p.frequency_penalty != 0.0f)
     return true;

@@ -98,9 +98,9 @@ class ModelRunner {
   std::deque<Launched> launched_;
 };
 
-// True when a sampled row needs its logits on the host: logprobs, logit_bias, penalties, a
-// structured-output token mask, or eos masking while min_tokens are not out yet
-// (process_logits changes the logits for those).
+// True when a sampled row needs its logits on the host: logprobs, logit_bias, penalties, or
+// eos masking while min_tokens are not out yet (process_logits changes the logits for those).
+// A structured-output token mask alone does not: it travels with the row (DeviceSampleRow).
 bool needs_host_logits(const SamplingParams& params, const SampleContext& ctx);
 
 }  // namespace lancet

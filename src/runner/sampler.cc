@@ -43,12 +43,7 @@ void apply_penalties(std::vector<float>& x, const SamplingParams& p, const Sampl
       x[t] -= p.frequency_penalty * static_cast<float>(c) + p.presence_penalty;
     }
   }
-  if (!ctx.allowed_tokens.empty()) {
-    for (int64_t t = 0; t < vocab; ++t) {
-      const size_t w = static_cast<size_t>(t >> 5);
-      if (w >= ctx.allowed_tokens.size() || !(ctx.allowed_tokens[w] >> (t & 31) & 1)) x[t] = kNegInf;
-    }
-  }
+  if (!ctx.allowed_tokens.empty()) mask_refused_tokens(x, ctx.allowed_tokens);
 }
 
 // log-softmax normaliser: max + log(sum(exp(x - max))).
@@ -64,6 +59,14 @@ double log_normalizer(const std::vector<float>& x) {
 }  // namespace
 
 double counter_uniform(uint64_t seed, uint64_t counter) { return counter_uniform_value(seed, counter); }
+
+void mask_refused_tokens(std::span<float> x, std::span<const uint32_t> allowed) {
+  const int64_t vocab = static_cast<int64_t>(x.size());
+  for (int64_t t = 0; t < vocab; ++t) {
+    const size_t w = static_cast<size_t>(t >> 5);
+    if (w >= allowed.size() || !(allowed[w] >> (t & 31) & 1)) x[static_cast<size_t>(t)] = kNegInf;
+  }
+}
 
 int32_t argmax(std::span<const float> logits) {
   int32_t best = 0;

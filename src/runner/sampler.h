@@ -73,6 +73,10 @@ int32_t draw_token(std::span<const float> processed, const SamplingParams& param
 // A SampleResult for `token` with its logprob fields filled from the processed logits.
 SampleResult sample_result_for(std::span<const float> processed, int32_t token, const SamplingParams& params);
 
+// Structured outputs: x[t] = -inf for every token t whose bit in `allowed` (bit t & 31 of word
+// t >> 5) is clear, or that lies past its words.
+void mask_refused_tokens(std::span<float> x /*[vocab]*/, std::span<const uint32_t> allowed);
+
 // Index of the largest value; ties go to the lowest index.
 int32_t argmax(std::span<const float> logits);
 

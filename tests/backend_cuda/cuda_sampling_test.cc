@@ -4,8 +4,8 @@
 // and counter on every greedy row and on >= 99% of the others (a difference needs the uniform
 // to fall within rounding of a CDF boundary, or a top-p cut within rounding of top_p); rows
 // with many tied logits and -inf logits included. A chi-square test of 40000 draws of one row
-// against sampling_distribution(), and the engine on a real (tiny) model gives the same
-// tokens with device sampling as with host sampling.
+// against sampling_distribution(); structured-output masks applied on the device; and the engine
+// on a real (tiny) model gives the same tokens with device sampling as with host sampling.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -218,6 +218,84 @@ TEST(CudaSampling, EdgeCases) {
   bad.top_p = 1.0f;
   EXPECT_FALSE(g->sample_rows(d.as<float>(), 1, int64_t{1} << 20, std::span<const DeviceSampleRow>(&bad, 1), &t).ok());
   EXPECT_TRUE(g->sample_rows(d.as<float>(), 3, vocab, std::span<const DeviceSampleRow>(&bad, 1), &t).ok());
+}
+
+// Structured-output masks (DeviceSampleRow::allowed) on the device, through sample_rows and
+// sample_rows_async: every token drawn is one the mask allows, and the draw is draw_sample_row's
+// (the CPU sampler's with SampleContext::allowed_tokens) on every greedy row and >= 99% of the
+// others. Masks: a few tokens of a 128256 vocabulary, one token, every token, a mask shorter
+// than the vocabulary's words, and rows without a mask beside them.
+TEST(CudaSampling, MasksAllowOnlyTheirTokens) {
+  auto g = gpu_backend();
+  ASSERT_TRUE(g);
+  const int64_t vocab = 128256, rows = 6, W = (vocab + 31) / 32;
+  const auto logits = make_logits(rows, vocab, 77);
+  std::mt19937 r(78);
+  std::vector<std::vector<uint32_t>> masks(5, std::vector<uint32_t>(static_cast<size_t>(W), 0u));
+  for (int i = 0; i < 300; ++i) {  // about 300 tokens
+    const int64_t t = static_cast<int64_t>(r() % vocab);
+    masks[0][t >> 5] |= 1u << (t & 31);
+  }
+  masks[1][4000 >> 5] |= 1u << (4000 & 31);                     // one token
+  std::fill(masks[2].begin(), masks[2].end(), 0xffffffffu);       // every token
+  for (int i = 0; i < 50; ++i) masks[3][r() % 100] |= 1u << (r() % 32);  // tokens < 3200, 100 words given
+  masks[4] = masks[0];                                           // with the best logits allowed
+  for (int64_t row = 0; row < rows; ++row) {
+    const float* x = logits.data() + row * vocab;
+    const int64_t best = std::max_element(x, x + vocab) - x;
+    masks[4][best >> 5] |= 1u << (best & 31);
+  }
+  const int32_t words[] = {static_cast<int32_t>(W), static_cast<int32_t>(W), static_cast<int32_t>(W), 100,
+                           static_cast<int32_t>(W)};
+  const Setting settings[] = {{0.0f, 0, 1.0f, 0.0f}, {1.0f, 0, 1.0f, 0.0f}, {0.8f, 40, 0.9f, 0.05f}};
+  std::vector<DeviceSampleRow> params;
+  for (const Setting& s : settings)
+    for (int64_t i = 0; i < 36; ++i) {
+      DeviceSampleRow d;
+      d.row = static_cast<int32_t>(i % rows);
+      d.temperature = s.temperature;
+      d.top_k = s.top_k;
+      d.top_p = s.top_p;
+      d.min_p = s.min_p;
+      d.seed = 0x9e37ull * (i + 1);
+      d.counter = static_cast<uint64_t>(i % 7);
+      const int m = static_cast<int>(i % 6);  // 5: no mask
+      if (m < 5) {
+        d.allowed = masks[m].data();
+        d.allowed_words = words[m];
+      }
+      params.push_back(d);
+    }
+  auto allowed = [&](const DeviceSampleRow& d, int32_t t) {
+    return !d.allowed || (t >> 5 < d.allowed_words && (d.allowed[t >> 5] >> (t & 31) & 1));
+  };
+  auto check = [&](const std::vector<int32_t>& got, const std::string& how) {
+    ASSERT_EQ(got.size(), params.size());
+    int64_t same = 0;
+    for (size_t i = 0; i < params.size(); ++i) {
+      const DeviceSampleRow& d = params[i];
+      const std::span<const float> row(logits.data() + d.row * vocab, vocab);
+      const int32_t want = draw_sample_row(row, d);
+      ASSERT_GE(got[i], 0) << how;
+      ASSERT_LT(got[i], vocab) << how;
+      EXPECT_TRUE(allowed(d, got[i])) << how << ": param " << i << " drew refused token " << got[i];
+      if (d.temperature <= 0.0f) EXPECT_EQ(got[i], want) << how << ": greedy param " << i;
+      same += got[i] == want;
+    }
+    EXPECT_GE(static_cast<double>(same) / static_cast<double>(params.size()), 0.99) << how;
+  };
+  check(gpu_sample(*g, logits, rows, vocab, params), "sample_rows");
+  Buffer d = to_device(*g, logits);
+  auto tokens = g->alloc(params.size() * sizeof(int32_t));
+  ASSERT_TRUE(tokens.ok());
+  ASSERT_TRUE(g->sample_rows_async(d.as<float>(), rows, vocab, params, tokens->as<int32_t>()).ok());
+  ASSERT_TRUE(g->synchronize().ok());
+  check(to_host<int32_t>(*g, *tokens, params.size()), "sample_rows_async");
+  // A mask of words without its words is refused.
+  DeviceSampleRow bad;
+  bad.allowed_words = 3;
+  int32_t t = 0;
+  EXPECT_FALSE(g->sample_rows(d.as<float>(), rows, vocab, std::span<const DeviceSampleRow>(&bad, 1), &t).ok());
 }
 
 std::vector<std::vector<int32_t>> run_engine(ModelExecutor& exec, const std::vector<GenerationRequest>& reqs) {

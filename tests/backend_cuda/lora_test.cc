@@ -5,7 +5,8 @@
 // 192) and Llama-3-8B (4096 -> 1024, 14336 -> 4096) at ranks 16 and 64, slots of different
 // ranks (one of rank 0 that has rows, one with no rows), rows in shuffled token order; odd
 // shapes (input features and ranks that are no multiple of 8, an unaligned x, rank 256); many
-// rows per slot; a captured graph replayed with other segments; bad rows reported.
+// rows per slot; a captured graph replayed with other segments; a row's output the same bits in
+// any step; bad rows reported.
 // lora_apply_multi: q, k and v of one x (outs 4096/1024/1024 of 4096, and 192/64/64 of 579, with
 // a fourth module past the three of one launch), each module with its own slot ranks (rank 0 in
 // some modules' slots), decode-like and 2000+ row steps, modules that do not share x, and a
@@ -364,6 +365,64 @@ TEST(CudaLora, CapturedGraphFollowsTheSegments) {
     expect_lora_match(to_host<float>(*g, d.y, p.y0.size()), ref, p, adapted_tokens(p, rows, s.slot_start),
                       "graph replay " + std::to_string(i));
   }
+}
+
+// A row's output is the same bits in any step: alone, with other rows of its slot in another
+// order, or beside more rows (the kernels' K split and accumulation order do not depend on the
+// step's rows, only on the shapes and slots).
+TEST(CudaLora, RowsGiveTheSameBitsInAnyStep) {
+  auto g = gpu_backend();
+  auto c = cpu_reference();
+  ASSERT_TRUE(g && c);
+  // 8 slots of 8 rows (decode at batch 64), 16 more tokens.
+  LoraCase lc{4096, 1024, 64, 80, {}, 0};
+  for (int s = 0; s < 8; ++s) lc.slots.push_back({64, 8, 1.0f});
+  const LoraProblem p = make_problem(lc, 450);
+  GpuLora d;
+  setup_gpu(*g, p, 80, &d);
+  ASSERT_FALSE(HasFatalFailure());
+  const size_t out = static_cast<size_t>(lc.out);
+  // y after one step of the rows and segments given.
+  auto run = [&](const std::vector<int32_t>& rows, const std::vector<int32_t>& slot_start) {
+    std::vector<int32_t> dev_rows(rows);
+    dev_rows.resize(80, -1);
+    EXPECT_TRUE(g->copy_to_device(d.rows.data(), dev_rows.data(), dev_rows.size() * 4).ok());
+    EXPECT_TRUE(g->copy_to_device(d.slot_start.data(), slot_start.data(), slot_start.size() * 4).ok());
+    EXPECT_TRUE(g->copy_to_device(d.y.data(), p.y0.data(), p.y0.size() * 4).ok());
+    LoraApplyArgs a = apply_args(d.x_ptr(), d.y.as<float>(), d.scratch.as<float>(), p, &d.w, d.rows.as<int32_t>(),
+                                 d.slot_start.as<int32_t>(), static_cast<int64_t>(rows.size()));
+    EXPECT_TRUE(g->lora_apply(a).ok());
+    EXPECT_TRUE(g->synchronize().ok());
+    return to_host<float>(*g, d.y, p.y0.size());
+  };
+  const std::vector<float> full = run(p.rows, p.slot_start);
+  expect_lora_match(full, cpu_result(*c, p, p.rows, p.slot_start), p, adapted_tokens(p, p.rows, p.slot_start),
+                    "8 x 8 rows");
+  auto expect_same = [&](const std::vector<float>& got, const std::vector<int32_t>& tokens, const std::string& what) {
+    for (int32_t t : tokens)
+      for (size_t o = 0; o < out; ++o)
+        ASSERT_EQ(f32_to_bits(got[t * out + o]), f32_to_bits(full[t * out + o]))
+            << what << ": token " << t << " output " << o;
+  };
+  // Slot 3's rows alone, in reverse order (each row at another place in its tile).
+  std::vector<int32_t> rows3(p.rows.begin() + p.slot_start[3], p.rows.begin() + p.slot_start[4]);
+  std::reverse(rows3.begin(), rows3.end());
+  std::vector<int32_t> ss3(9, 0);
+  for (int s = 4; s <= 8; ++s) ss3[static_cast<size_t>(s)] = 8;
+  expect_same(run(rows3, ss3), rows3, "slot 3 alone, reversed");
+  // The 16 unused tokens join slot 0: 80 rows, more than 8 per slot on average.
+  std::vector<int32_t> more, used(p.rows);
+  std::sort(used.begin(), used.end());
+  for (int32_t t = 0; t < 80; ++t)
+    if (!std::binary_search(used.begin(), used.end(), t)) more.push_back(t);
+  ASSERT_EQ(more.size(), 16u);
+  std::vector<int32_t> rows80(p.rows.begin(), p.rows.begin() + 8);
+  rows80.insert(rows80.end(), more.begin(), more.end());
+  rows80.insert(rows80.end(), p.rows.begin() + 8, p.rows.end());
+  std::vector<int32_t> ss80(p.slot_start);
+  for (size_t s = 1; s < ss80.size(); ++s) ss80[s] += 16;
+  const std::vector<int32_t> others(p.rows.begin() + 8, p.rows.end());
+  expect_same(run(rows80, ss80), others, "beside 16 more rows");
 }
 
 TEST(CudaLora, BadRowsAreReportedAtSynchronize) {

@@ -1,8 +1,8 @@
 // Structured-output constraints through the engine, over a fake model that prefers the
 // successor of the last token: sampled tokens follow the constraint's mask, end tokens are
 // allowed only while the document is complete, the sequence ends (stop) when the constraint
-// is done, each of n choices has its own state, and constrained rows are sampled on the host
-// even when the executor samples on the device.
+// is done, each of n choices has its own state, and constrained rows are sampled on the device
+// when the executor samples there, their masks travelling with the rows (DeviceSampleRow).
 #include "engine/engine.h"
 
 #include <gtest/gtest.h>
@@ -61,7 +61,10 @@ class SuccessorModel : public ModelExecutor {
     tokens->clear();
     for (const DeviceSampleRow& d : device) {
       on[static_cast<size_t>(d.row)] = 1;
-      tokens->push_back(argmax(std::span<const float>(all).subspan(static_cast<size_t>(d.row) * kVocab, kVocab)));
+      // The device sampler's semantics, the row's mask included.
+      const std::span<const float> row(all.data() + static_cast<size_t>(d.row) * kVocab, kVocab);
+      tokens->push_back(draw_sample_row(row, d));
+      masked_rows += d.allowed != nullptr;
     }
     device_rows += static_cast<int64_t>(device.size());
     host_logits->clear();
@@ -70,7 +73,7 @@ class SuccessorModel : public ModelExecutor {
     host_rows += static_cast<int64_t>(host_logits->size()) / kVocab;
     return OkStatus();
   }
-  int64_t host_rows = 0, device_rows = 0;
+  int64_t host_rows = 0, device_rows = 0, masked_rows = 0;
 
  private:
   bool device_;
@@ -147,15 +150,16 @@ TEST(ConstrainedEngine, ChoicesHaveTheirOwnStateAndOthersAreFree) {
   }
 }
 
-TEST(ConstrainedEngine, ConstrainedRowsAreSampledOnTheHost) {
+TEST(ConstrainedEngine, ConstrainedRowsAreSampledOnTheDevice) {
   SuccessorModel model(true);
   GenerationRequest free = request(nullptr);
   free.params.max_tokens = 3;
   auto out = run(model, {request(std::make_shared<ScriptConstraint>(std::vector<int32_t>{5, 5, 5}, 3)), free});
   EXPECT_EQ(out.at({1, 0}).tokens, (std::vector<int32_t>{5, 5, 5}));
   EXPECT_EQ(out.at({2, 0}).tokens, (std::vector<int32_t>{3, 4, 5}));
-  EXPECT_EQ(model.host_rows, 3);    // the constrained request's rows
-  EXPECT_EQ(model.device_rows, 3);  // the free one's
+  EXPECT_EQ(model.host_rows, 0);
+  EXPECT_EQ(model.device_rows, 6);  // both requests' rows
+  EXPECT_EQ(model.masked_rows, 3);  // the constrained request's, with its mask (the model alone says 3, 4, 5)
 }
 
 }  // namespace

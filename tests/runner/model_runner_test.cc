@@ -8,6 +8,8 @@
 #include <cmath>
 #include <vector>
 
+#include "runner/sampler.h"
+
 namespace lancet {
 namespace {
 
@@ -178,6 +180,44 @@ TEST(ModelRunner, PromptRowsAreScoredAndOnlyTheLastRowIsSampled) {
   EXPECT_TRUE(out.prompt_logprobs[2][1].top.empty());  // prompt_top 0
 }
 
+// A device row's structured-output mask (DeviceSampleRow::allowed) draws what the host sampler
+// draws with the same mask in SampleContext::allowed_tokens: greedy and seeded rows, and a mask
+// shorter than the vocabulary's words (the tokens past it refused).
+TEST(ModelRunner, DeviceRowMaskDrawsAsTheHostSampler) {
+  const int64_t V = 70;
+  std::vector<float> x(V);
+  for (int64_t t = 0; t < V; ++t) x[t] = std::sin(0.7f * static_cast<float>(t)) * 3.0f;
+  const std::vector<uint32_t> mask = {1u << 3 | 1u << 9, 1u << (40 - 32), 1u << (66 - 64) | 1u << (69 - 64)};
+  auto allowed = [&](int32_t t, size_t words) {
+    return static_cast<size_t>(t >> 5) < words && (mask[t >> 5] >> (t & 31) & 1);
+  };
+  for (size_t words : {size_t{3}, size_t{1}}) {
+    for (float temp : {0.0f, 1.0f, 3.0f}) {
+      for (uint64_t counter = 0; counter < 40; ++counter) {
+        DeviceSampleRow d;
+        d.temperature = temp;
+        d.seed = 1234;
+        d.counter = counter;
+        d.allowed = mask.data();
+        d.allowed_words = static_cast<int32_t>(words);
+        SamplingParams p;
+        p.temperature = temp;
+        SampleContext ctx;
+        ctx.seed = 1234;
+        ctx.pending_outputs = static_cast<int64_t>(counter);
+        ctx.allowed_tokens = std::span<const uint32_t>(mask).first(words);
+        const int32_t got = draw_sample_row(x, d);
+        EXPECT_EQ(got, sample_token(x, p, ctx).token) << "words " << words << " T " << temp << " counter " << counter;
+        EXPECT_TRUE(allowed(got, words)) << got;
+      }
+    }
+  }
+  // Without the mask the row's best token is one the mask refuses.
+  DeviceSampleRow free;
+  free.temperature = 0.0f;
+  EXPECT_FALSE(allowed(draw_sample_row(x, free), 3));
+}
+
 // Rows that need processed logits stay on the host even with device sampling.
 TEST(ModelRunner, HostLogitsRule) {
   SamplingParams p;
@@ -195,6 +235,10 @@ TEST(ModelRunner, HostLogitsRule) {
   EXPECT_TRUE(needs_host_logits(p, ctx));
   const std::vector<int32_t> out = {1, 2};
   ctx.output_tokens = out;
+  EXPECT_FALSE(needs_host_logits(p, ctx));
+  // A structured-output mask travels with the row to the device sampler.
+  const std::vector<uint32_t> mask = {0x5u};
+  ctx.allowed_tokens = mask;
   EXPECT_FALSE(needs_host_logits(p, ctx));
 }
 

@@ -8,6 +8,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/sample_staging.h"
 
 namespace lancet::cuda {
 namespace {
@@ -41,19 +42,25 @@ Status CudaBackend::sample_rows_async(const float* logits, int64_t rows, int64_t
     return InvalidArgument("sample_rows_async: vocab " + std::to_string(vocab) + " outside [1, " +
                            std::to_string(kSampleMaxVocab) + "]");
   if (rows <= 0 || !logits || !tokens) return InvalidArgument("sample_rows_async: no logits rows or no output");
-  for (size_t i = 0; i < params.size(); ++i) {
-    const DeviceSampleRow& p = params[i];
-    if (p.row < 0 || p.row >= rows || !std::isfinite(p.temperature) || !(p.top_p > 0.0f && p.top_p <= 1.0f) ||
-        !(p.min_p >= 0.0f && p.min_p <= 1.0f))
-      return InvalidArgument("sample_rows_async: params[" + std::to_string(i) + "] out of range");
-  }
+  for (size_t i = 0; i < params.size(); ++i) RETURN_IF_ERROR(check_sample_row(params[i], i, rows));
   const size_t bytes = params.size_bytes();
-  // Grown in stream order: the old buffer is freed after the queued draws that read it.
+  const int64_t masked = pack_sample_masks(params, vocab, nullptr);
+  const size_t mask_bytes = static_cast<size_t>(masked * mask_words(vocab)) * sizeof(uint32_t);
+  // Grown in stream order: the old buffers are freed after the queued draws that read them.
   if (async_params_dev_.nbytes() < bytes) {
     ASSIGN_OR_RETURN(async_params_dev_, alloc(bytes + bytes / 2));
   }
-  // From pageable memory: staged when the call returns, so the vector may be reused at once.
+  if (async_masks_dev_.nbytes() < mask_bytes) {
+    ASSIGN_OR_RETURN(async_masks_dev_, alloc(mask_bytes + mask_bytes / 2));
+  }
+  // From pageable memory: staged when the call returns, so the vectors may be reused at once.
   async_params_host_.assign(params.begin(), params.end());
+  if (masked > 0) {
+    async_masks_host_.resize(mask_bytes / sizeof(uint32_t));
+    pack_sample_masks(params, vocab, async_masks_host_.data());
+    point_sample_masks(async_params_host_, vocab, async_masks_dev_.as<const uint32_t>());
+    RETURN_IF_ERROR(copy_to_device(async_masks_dev_.data(), async_masks_host_.data(), mask_bytes));
+  }
   RETURN_IF_ERROR(copy_to_device(async_params_dev_.data(), async_params_host_.data(), bytes));
   return launch_status(launch_sample_rows(logits, vocab, async_params_dev_.as<const DeviceSampleRow>(),
                                           static_cast<int64_t>(params.size()), tokens, ctx_->stream),

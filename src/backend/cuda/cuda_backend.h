@@ -220,12 +220,15 @@ class CudaBackend final : public Backend {
   Buffer attn_partial_;  // split-KV partial results
   Buffer err_word_;      // unsigned error bits set by kernels (kernels.h)
   Buffer lora_partials_;  // [kLoraPartialFloats] f32: the LoRA shrink's partial sums (lora.cu)
-  // sample_rows staging: params then tokens, pinned on the host and on the device.
+  // sample_rows staging: params, masks, then tokens, pinned on the host and on the device.
   Buffer sample_host_, sample_dev_;
   // sample_rows_async's params (copied from pageable memory: staged at once, so the host
   // vector is free for the next step while this one is queued).
   Buffer async_params_dev_;
   std::vector<DeviceSampleRow> async_params_host_;
+  // ... and the structured-output masks of its rows (cuda_sampling.cc's staging).
+  Buffer async_masks_dev_;
+  std::vector<uint32_t> async_masks_host_;
   // copy_to_host_async's stream (created on first use; destroyed with the backend).
   cudaStream_t copy_stream_ = nullptr;
   std::map<std::tuple<int64_t, int64_t, int64_t, unsigned, GemmKind, GemmOut>, GemmPlan> plans_;

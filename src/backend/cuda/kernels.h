@@ -216,7 +216,8 @@ cudaError_t launch_scatter_tokens(int32_t* token_ids, const int32_t* samples, co
                                   int64_t n, cudaStream_t s);
 
 // ---- LoRA (lora.cu) ----
-// Largest max_rank the kernels take (the expand stages B rows of up to this many columns).
+// Largest max_rank the kernels take (the expand stages scratch rows of up to this many ranks in
+// shared memory).
 constexpr int64_t kLoraMaxRank = 256;
 // Projections of one input that one launch_lora_apply takes (q, k and v).
 constexpr int kLoraMaxModules = 3;

@@ -14,7 +14,9 @@
 // the logit only), so it filters elements in the draw's passes.
 // Masses are exp((x - max) / T) in double (the CPU's formula) scaled to 2^44 fixed point, so
 // sums are exact and the result does not depend on the order of atomics (deterministic).
-// NaN logits rank as -inf; -0.0 as +0.0 (equal, as the CPU compares them).
+// NaN logits rank as -inf; -0.0 as +0.0 (equal, as the CPU compares them). A row with a
+// structured-output mask (DeviceSampleRow::allowed, here device memory of ceil(vocab / 32) words)
+// reads the tokens it refuses as -inf.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -56,6 +58,16 @@ __device__ __forceinline__ uint32_t order_key(float x /*normalized*/) {
 __device__ __forceinline__ float key_value(uint32_t k) {
   return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
 }
+
+// One row's logits as the sampler sees them: normalized, and -inf where the mask refuses.
+struct RowLogits {
+  const float* x;
+  const uint32_t* allowed;  // null: no mask
+  __device__ __forceinline__ float operator[](int i) const {
+    if (allowed && !((allowed[i >> 5] >> (i & 31)) & 1u)) return -INFINITY;
+    return normalize(x[i]);
+  }
+};
 
 // Per-row constants of the mass function.
 struct RowCtx {
@@ -215,7 +227,7 @@ struct Select {
 
 // The first element of the domain, in candidate order, at which the running count (by_mass
 // false) or mass exceeds target (draw_u >= 0: target = floor(draw_u * domain mass)).
-__device__ Select select_key(const float* __restrict__ x, int vocab, const RowCtx& rc, const Domain& dom,
+__device__ Select select_key(const RowLogits& x, int vocab, const RowCtx& rc, const Domain& dom,
                              bool by_mass, u64 target, double draw_u, SampleShared& sh) {
   constexpr int kShift[3] = {21, 10, 0};
   constexpr int kWidth[3] = {11, 11, 10};
@@ -247,7 +259,7 @@ __device__ Select select_key(const float* __restrict__ x, int vocab, const RowCt
       unsigned bin = 0;
       u64 m = 0;
       if (valid) {
-        const float xv = normalize(x[i]);
+        const float xv = x[i];
         const uint32_t key = order_key(xv);
         valid = key > dom.key && (level == 0 || (key >> hi) == prefix);
         if (valid && (by_mass || dom.minp)) {
@@ -282,11 +294,11 @@ __device__ Select select_key(const float* __restrict__ x, int vocab, const RowCt
 }
 
 // Index of the j-th (0-based) lowest index among the elements with this key.
-__device__ int select_index(const float* __restrict__ x, int vocab, uint32_t key, uint32_t j, SampleShared& sh) {
+__device__ int select_index(const RowLogits& x, int vocab, uint32_t key, uint32_t j, SampleShared& sh) {
   if (j == 0) {
     int best = vocab;
     for (int i = threadIdx.x; i < vocab; i += kThreads)
-      if (order_key(normalize(x[i])) == key && i < best) best = i;
+      if (order_key(x[i]) == key && i < best) best = i;
     float unused = 0.0f;
     int bi = vocab;
     block_argmax(0.0f, best, &unused, &bi, sh);  // equal values: the lowest index wins
@@ -301,7 +313,7 @@ __device__ int select_index(const float* __restrict__ x, int vocab, uint32_t key
     zero_bins(sh);
     for (int base = 0; base < vocab; base += kThreads) {
       const int i = base + static_cast<int>(threadIdx.x);
-      bool valid = i < vocab && order_key(normalize(x[i])) == key && (level == 0 || (i >> 11) == prefix);
+      bool valid = i < vocab && order_key(x[i]) == key && (level == 0 || (i >> 11) == prefix);
       const unsigned digit = level == 0 ? static_cast<unsigned>(i >> 11) : static_cast<unsigned>(i & 2047);
       count_add(sh, valid, valid ? kBins - 1 - digit : 0u);
     }
@@ -320,13 +332,13 @@ __global__ void __launch_bounds__(kThreads) sample_rows_kernel(const float* __re
                                                                int32_t* __restrict__ tokens) {
   __shared__ SampleShared sh;
   const DeviceSampleRow p = params[blockIdx.x];
-  const float* x = logits + static_cast<int64_t>(p.row) * vocab;
+  const RowLogits x{logits + static_cast<int64_t>(p.row) * vocab, p.allowed};
 
   // Pass 1: the largest logit and its lowest index (the greedy token).
   float best = -INFINITY;
   int best_i = vocab;
   for (int i = threadIdx.x; i < vocab; i += kThreads) {
-    const float v = normalize(x[i]);
+    const float v = x[i];
     if (best_i == vocab || v > best) {
       best = v;
       best_i = i;
@@ -348,7 +360,7 @@ __global__ void __launch_bounds__(kThreads) sample_rows_kernel(const float* __re
   rc.min_p = static_cast<double>(p.min_p);
   // Pass 2: the row's mass.
   u64 local = 0;
-  for (int i = threadIdx.x; i < vocab; i += kThreads) local += fixed_mass(weight(normalize(x[i]), rc));
+  for (int i = threadIdx.x; i < vocab; i += kThreads) local += fixed_mass(weight(x[i], rc));
   const u64 total = block_sum(local, sh);
   rc.total = static_cast<double>(total) / kMassScale;
 
@@ -363,7 +375,7 @@ __global__ void __launch_bounds__(kThreads) sample_rows_kernel(const float* __re
       dom.ties = static_cast<uint32_t>(k - static_cast<int64_t>(s.above));
       local = 0;
       for (int i = threadIdx.x; i < vocab; i += kThreads) {
-        const float v = normalize(x[i]);
+        const float v = x[i];
         if (order_key(v) > dom.key) local += fixed_mass(weight(v, rc));
       }
       kept = block_sum(local, sh) + fixed_mass(weight(key_value(dom.key), rc)) * dom.ties;
