@@ -204,7 +204,8 @@ TEST(ModelRunner, DeviceRowMaskDrawsAsTheHostSampler) {
         p.temperature = temp;
         SampleContext ctx;
         ctx.seed = 1234;
-        ctx.pending_outputs = static_cast<int64_t>(counter);
+        const std::vector<int32_t> outputs(counter, 0);  // the draw's position (no penalties)
+        ctx.output_tokens = outputs;
         ctx.allowed_tokens = std::span<const uint32_t>(mask).first(words);
         const int32_t got = draw_sample_row(x, d);
         EXPECT_EQ(got, sample_token(x, p, ctx).token) << "words " << words << " T " << temp << " counter " << counter;
