@@ -310,7 +310,8 @@ __global__ void __launch_bounds__(kThreads) lora_expand_kernel(const __grid_cons
     for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
-        pre[st][mt][h] = st < steps ? load_b<VEC>(bs, M.out, R, ow + mt * 16 + h * 8 + g, st, t) : make_uint4(0, 0, 0, 0);
+        pre[st][mt][h] =
+            st < steps ? load_b<VEC>(bs, M.out, R, ow + mt * 16 + h * 8 + g, st, t) : make_uint4(0, 0, 0, 0);
   pdl_wait();
   const bool report = threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.z == 0;
   int begin, end, lo, hi;
