@@ -69,6 +69,19 @@ struct Setting {
   float min_p;
 };
 
+// A device row of logits row `row` drawn with setting s, its seed and counter.
+DeviceSampleRow sample_row(const Setting& s, int64_t row, uint64_t seed, uint64_t counter) {
+  DeviceSampleRow d;
+  d.row = static_cast<int32_t>(row);
+  d.temperature = s.temperature;
+  d.top_k = s.top_k;
+  d.top_p = s.top_p;
+  d.min_p = s.min_p;
+  d.seed = seed;
+  d.counter = counter;
+  return d;
+}
+
 TEST(CudaSampling, MatchesCpuSamplerTokenForToken) {
   auto g = gpu_backend();
   ASSERT_TRUE(g);
@@ -85,17 +98,8 @@ TEST(CudaSampling, MatchesCpuSamplerTokenForToken) {
     for (const Setting& s : settings) {
       std::vector<DeviceSampleRow> params;
       // Every row twice (two counters), in a shuffled row order.
-      for (int64_t i = 0; i < 2 * rows; ++i) {
-        DeviceSampleRow d;
-        d.row = static_cast<int32_t>((i * 7) % rows);
-        d.temperature = s.temperature;
-        d.top_k = s.top_k;
-        d.top_p = s.top_p;
-        d.min_p = s.min_p;
-        d.seed = 0x1234567ull * (i + 1);
-        d.counter = static_cast<uint64_t>(i % 5);
-        params.push_back(d);
-      }
+      for (int64_t i = 0; i < 2 * rows; ++i)
+        params.push_back(sample_row(s, (i * 7) % rows, 0x1234567ull * (i + 1), static_cast<uint64_t>(i % 5)));
       const auto got = gpu_sample(*g, logits, rows, vocab, params);
       int64_t same = 0;
       for (size_t i = 0; i < params.size(); ++i) {
@@ -251,14 +255,7 @@ TEST(CudaSampling, MasksAllowOnlyTheirTokens) {
   std::vector<DeviceSampleRow> params;
   for (const Setting& s : settings)
     for (int64_t i = 0; i < 36; ++i) {
-      DeviceSampleRow d;
-      d.row = static_cast<int32_t>(i % rows);
-      d.temperature = s.temperature;
-      d.top_k = s.top_k;
-      d.top_p = s.top_p;
-      d.min_p = s.min_p;
-      d.seed = 0x9e37ull * (i + 1);
-      d.counter = static_cast<uint64_t>(i % 7);
+      DeviceSampleRow d = sample_row(s, i % rows, 0x9e37ull * (i + 1), static_cast<uint64_t>(i % 7));
       const int m = static_cast<int>(i % 6);  // 5: no mask
       if (m < 5) {
         d.allowed = masks[m].data();

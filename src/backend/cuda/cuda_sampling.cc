@@ -17,7 +17,9 @@ namespace {
 
 size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
-Status check_row(const DeviceSampleRow& p, size_t i, int64_t rows) {
+}  // namespace
+
+Status check_sample_row(const DeviceSampleRow& p, size_t i, int64_t rows) {
   const std::string at = "sample_rows: params[" + std::to_string(i) + "]: ";
   if (p.allowed_words < 0 || (p.allowed_words > 0 && !p.allowed))
     return InvalidArgument(at + "a mask of " + std::to_string(p.allowed_words) + " words without its words");
@@ -28,10 +30,6 @@ Status check_row(const DeviceSampleRow& p, size_t i, int64_t rows) {
   if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) return InvalidArgument(at + "min_p must be in [0, 1]");
   return OkStatus();
 }
-
-}  // namespace
-
-Status check_sample_row(const DeviceSampleRow& p, size_t i, int64_t rows) { return check_row(p, i, rows); }
 
 int64_t mask_words(int64_t vocab) { return (vocab + 31) / 32; }
 
@@ -74,7 +72,7 @@ Status CudaBackend::sample_rows(const float* logits, int64_t rows, int64_t vocab
     return InvalidArgument("sample_rows: vocab " + std::to_string(vocab) + " outside [1, " +
                            std::to_string(kSampleMaxVocab) + "]");
   if (rows <= 0 || !logits || !tokens_host) return InvalidArgument("sample_rows: no logits rows or no output");
-  for (size_t i = 0; i < params.size(); ++i) RETURN_IF_ERROR(check_row(params[i], i, rows));
+  for (size_t i = 0; i < params.size(); ++i) RETURN_IF_ERROR(check_sample_row(params[i], i, rows));
   const int64_t n = static_cast<int64_t>(params.size());
   // Staging: [params | masks | tokens], the first two copied up at once.
   const int64_t masked = pack_sample_masks(params, vocab, nullptr);
