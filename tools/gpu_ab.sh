@@ -7,13 +7,15 @@
 #            graphs, NEW eager and BASE with graphs (graph == eager is the gate; NEW vs BASE is
 #            reported, since a changed kernel may round differently)
 #   ops      bench_ops matmul [$OPS_FILTER] of both builds, alternated
+#   attn     bench_ops attn [$ATTN_FILTER] of both builds, alternated $ROUNDS times (one line per
+#            case and build in the summary: TFLOP/s or GB/s of every round)
 #   decode   batch-1 decode of the Llama-3-8B shape (dummy weights), BF16 and FP8 weights + FP8
 #            KV, the two builds alternated $ROUNDS times
 #   d70b     the same for the 70B shape, FP8 weights + FP8 KV, once per build
 # STEPS (default "tests tokens ops decode") picks the steps. Logs to $OUT; a table comes last.
 #
 # Environment: OUT, NEW (default build-gpu), BASE (default build-base), SHARED (default
-# ./devrun/shared, the fixtures), ROUNDS (default 2), OPS_FILTER, SAN_FILTER, TEST_TIMEOUT and
+# ./devrun/shared, the fixtures), ROUNDS (default 2), OPS_FILTER, ATTN_FILTER, SAN_FILTER, TEST_TIMEOUT and
 # SAN_TIMEOUT (seconds; default 300 and 180).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -76,6 +78,34 @@ if has ops; then
       "$b/bench_ops_cuda" matmul ${OPS_FILTER:-} 2>&1 | grep -v '^JSON' > "$OUT/ops_$(basename "$b")_$r.txt"
     done
   done
+fi
+
+if has attn; then
+  for r in $(seq 1 "$ROUNDS"); do
+    for b in "$NEW" "$BASE"; do
+      log "bench_ops attn $b (round $r)"
+      "$b/bench_ops_cuda" attn ${ATTN_FILTER:-} > "$OUT/attn_$(basename "$b")_$r.txt" 2>&1
+    done
+  done
+  # One summary line per case and build: the achieved figure of each round.
+  python3 - "$OUT" "$NEW" "$BASE" "$ROUNDS" >> "$SUMMARY" <<'PY'
+import json, os, sys
+out, builds, rounds = sys.argv[1], sys.argv[2:4], int(sys.argv[4])
+rows = {}
+for b in builds:
+    tag = os.path.basename(b)
+    for r in range(1, rounds + 1):
+        path = os.path.join(out, f"attn_{tag}_{r}.txt")
+        if not os.path.exists(path):
+            continue
+        for line in open(path):
+            if line.startswith("JSON "):
+                j = json.loads(line[5:])
+                rows.setdefault((j["case"], j["unit"]), {}).setdefault(tag, []).append(j["achieved"])
+for (case, unit), per in rows.items():
+    for tag, vals in per.items():
+        print(f"attn {case:42s} {tag:12s} " + " / ".join(f"{v:.1f}" for v in vals) + f" {unit}")
+PY
 fi
 
 # The decode rate and TPOT of a bench latency --json output.
