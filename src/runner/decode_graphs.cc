@@ -11,14 +11,15 @@ size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
 }  // namespace
 
-DecodeGraphs::DecodeGraphs(LlamaModel& model, int32_t block_size)
+DecodeGraphs::DecodeGraphs(LlamaModel& model, int32_t block_size, int64_t max_batch)
     : model_(model),
       block_size_(block_size),
+      max_batch_(batch_bucket(std::max<int64_t>(1, max_batch))),
       max_width_(width_bucket((model.max_model_len() + block_size - 1) / block_size)),
       arenas_(static_cast<size_t>(model.num_ranks())) {}
 
-bool DecodeGraphs::eligible(const StepMetadata& st) {
-  if (st.num_seqs <= 0 || st.num_seqs > kMaxBatch || st.num_tokens != st.num_seqs ||
+bool DecodeGraphs::eligible(const StepMetadata& st) const {
+  if (st.num_seqs <= 0 || st.num_seqs > max_batch_ || st.num_tokens != st.num_seqs ||
       st.num_logits_rows != st.num_seqs)
     return false;
   for (int64_t i = 0; i < st.num_seqs; ++i)
@@ -27,21 +28,22 @@ bool DecodeGraphs::eligible(const StepMetadata& st) {
 }
 
 int64_t DecodeGraphs::batch_bucket(int64_t n) {
-  // Powers of two up to 8, then steps of 8 to 64, then of 32: little padding where batches
-  // are common, few graphs overall.
-  if (n <= 8) {
-    int64_t b = 1;
-    while (b < n) b *= 2;
-    return b;
-  }
-  if (n <= 64) return (n + 7) / 8 * 8;
-  return (n + 31) / 32 * 32;
+  // Few graphs, and padding rows only where they cost little: 1, 2, 4, 8, then steps of 8 to
+  // 128 (small batches read the weights either way), of 16 to 256, of 32 to 512, of 64 to
+  // 1024, ...: above 64 sequences a step pads by less than an eighth of its bucket.
+  int64_t pow2 = 1;
+  while (pow2 < n) pow2 *= 2;
+  if (n <= 8) return pow2;
+  const int64_t step = std::max<int64_t>(8, pow2 / 16);
+  return (n + step - 1) / step * step;
 }
 
 int64_t DecodeGraphs::batch_bucket_floor(int64_t bucket) {
-  if (bucket <= 8) return bucket == 1 ? 1 : bucket / 2 + 1;
-  if (bucket <= 64) return bucket - 7;
-  return bucket - 31;
+  // Buckets grow with n, so the bucket's smallest batch lies just above the bucket below it
+  // (at most a step, 1/8 of the bucket, away).
+  int64_t n = bucket;
+  while (n > 1 && batch_bucket(n - 1) == bucket) --n;
+  return n;
 }
 
 int64_t DecodeGraphs::width_bucket(int64_t max_blocks) {
@@ -51,7 +53,7 @@ int64_t DecodeGraphs::width_bucket(int64_t max_blocks) {
 }
 
 StepArenaLayout DecodeGraphs::layout(int64_t width) const {
-  const size_t B = static_cast<size_t>(kMaxBatch);
+  const size_t B = static_cast<size_t>(max_batch_);
   StepArenaLayout l;
   size_t o = 0;
   for (size_t* field : {&l.token_ids, &l.positions}) {

@@ -30,16 +30,16 @@ namespace lancet {
 
 class DecodeGraphs {
  public:
-  // Batches above this run eagerly (large batches are GEMM-bound; launches matter little).
-  static constexpr int64_t kMaxBatch = 256;
-
-  // The model's ranks must all support graphs.
-  DecodeGraphs(LlamaModel& model, int32_t block_size);
+  // The model's ranks must all support graphs. Decode steps of up to max_batch sequences (the
+  // scheduler's --max-num-seqs) replay graphs; larger ones run eagerly.
+  DecodeGraphs(LlamaModel& model, int32_t block_size, int64_t max_batch);
 
   // A step the graphs take: every sequence computes one token and wants its logits, and the
-  // batch fits kMaxBatch. Steps with LoRA rows have graphs of their own.
-  static bool eligible(const StepMetadata& st);
-  // The batch bucket a step of n sequences pads to, and the table width for max_blocks.
+  // batch fits max_batch. Steps with LoRA rows have graphs of their own.
+  bool eligible(const StepMetadata& st) const;
+  // The batch bucket a step of n sequences pads to: powers of two to 8, then steps of a
+  // sixteenth of the next power of two (at least 8), so a bucket above 64 holds less than an
+  // eighth of padding rows; and the table width for max_blocks.
   static int64_t batch_bucket(int64_t n);
   // The fewest sequences a step of this batch bucket holds.
   static int64_t batch_bucket_floor(int64_t bucket);
@@ -62,7 +62,7 @@ class DecodeGraphs {
     Buffer dev;
     int next = 0;
   };
-  // The metadata arrays in the arena, for kMaxBatch rows and width columns.
+  // The metadata arrays in the arena, for max_batch_ rows and width columns.
   StepArenaLayout layout(int64_t width) const;
   Status ensure_arena(int64_t width);
   // Rank r's padded copy of the step into its arena.
@@ -72,6 +72,7 @@ class DecodeGraphs {
 
   LlamaModel& model_;
   int32_t block_size_;
+  int64_t max_batch_;  // the largest bucket a step may pad to
   int64_t max_width_;
   int64_t arena_width_ = 0;
   uint64_t generation_ = 0;  // the model's workspace the graphs point at

@@ -29,7 +29,7 @@ StatusOr<std::unique_ptr<LlamaExecutor>> LlamaExecutor::create(LlamaModel& model
     RETURN_IF_ERROR(model.backend(0).set_op_timing(true));
     e->op_timing_ = true;
   }
-  if (graphs) e->graphs_ = std::make_unique<DecodeGraphs>(model, blocks.block_size);
+  if (graphs) e->graphs_ = std::make_unique<DecodeGraphs>(model, blocks.block_size, opts.max_graph_batch);
   return e;
 }
 
@@ -62,7 +62,7 @@ Status LlamaExecutor::run_step(std::span<const SeqStepInput> batch, StepMetadata
   ASSIGN_OR_RETURN(*st, build_step(blocks_.block_size, blocks_.num_blocks, batch, model_.lora_config().num_slots));
   if (st->num_tokens == 0) return OkStatus();
   RETURN_IF_ERROR(check_step(*st));
-  if (allow_graphs && graphs_ && !model_.observing() && DecodeGraphs::eligible(*st)) {
+  if (allow_graphs && graphs_ && !model_.observing() && graphs_->eligible(*st)) {
     RETURN_IF_ERROR(graphs_->run(*st, kv_ptrs_, before));
   } else {
     RETURN_IF_ERROR(model_.ensure_workspace(st->num_tokens, st->num_logits_rows));

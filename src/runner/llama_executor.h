@@ -21,6 +21,8 @@ namespace lancet {
 struct LlamaExecutorOptions {
   // Replay decode steps as captured graphs on backends that have them (runner/decode_graphs.h).
   bool decode_graphs = true;
+  // The largest decode batch the graphs take (the runtime passes --max-num-seqs).
+  int64_t max_graph_batch = 256;
   // Time every op on rank 0 (Backend::set_op_timing; the steps then run eagerly), summed by
   // kind of step into step_profile().
   bool op_timing = false;

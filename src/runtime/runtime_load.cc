@@ -205,6 +205,7 @@ Status Runtime::assemble(int64_t num_blocks) {
   const int tp = config.tensor_parallel_size;
   LlamaExecutorOptions eo;
   eo.decode_graphs = !config.enforce_eager;
+  eo.max_graph_batch = config.max_num_seqs;
   eo.op_timing = config.profile_ops;
   ASSIGN_OR_RETURN(im.executor, LlamaExecutor::create(*im.model, KvBlockConfig{num_blocks, config.block_size},
                                                       im.kv_dtype, eo));

@@ -37,7 +37,7 @@ TEST(AttentionPlan, DecodeBucketBoundHoldsEveryStepOfTheBucket) {
   for (DType dt : {DType::kBF16, DType::kF8E4M3, DType::kF32})
     for (auto [heads, kv, d] : {std::tuple{32, 8, 128}, std::tuple{8, 1, 128}, std::tuple{9, 3, 64}}) {
       const KvCacheLayer c = cache(dt, kv, d);
-      for (int64_t bucket : {1, 2, 4, 8, 16, 24, 64, 96, 256}) {
+      for (int64_t bucket : {1, 2, 4, 8, 16, 24, 64, 96, 144, 256, 288, 576, 1024}) {
         const int64_t floor = DecodeGraphs::batch_bucket_floor(bucket);
         ASSERT_EQ(DecodeGraphs::batch_bucket(floor), bucket);
         if (floor > 1) ASSERT_LT(DecodeGraphs::batch_bucket(floor - 1), bucket);
