@@ -40,7 +40,7 @@ int64_t DecodeGraphs::batch_bucket(int64_t n) {
 
 int64_t DecodeGraphs::batch_bucket_floor(int64_t bucket) {
   // Buckets grow with n, so the bucket's smallest batch lies just above the bucket below it
-  // (at most a step, 1/8 of the bucket, away).
+  // (at most one step away).
   int64_t n = bucket;
   while (n > 1 && batch_bucket(n - 1) == bucket) --n;
   return n;
