@@ -180,8 +180,11 @@ enum class ActivationPrecision { kFast, kExact };
 // (exactly) and Q and P are rounded to FP16 (the default). kE4m3Query: prompt chunks also round
 // each query row to E4M3 under its own scale (absmax / 448) so Q K^T runs on the FP8 tensor
 // cores at twice the rate (FlashAttention-3's FP8 mode for the first product; P V stays FP16);
-// decode rows keep kF16. Backends without FP8 tensor cores ignore it.
-enum class Fp8AttentionMath { kF16, kE4m3Query };
+// decode rows keep kF16. Backends without FP8 tensor cores ignore it. kE4m3QueryAndP: as
+// kE4m3Query, and P rounded to E4M3 too (FlashAttention-3's FP8 P V); only the CPU backend
+// computes it, as an estimate for `lancet eval-precision` (its key chunks are not the GPU's
+// tiles, so P is rounded against a slightly different running maximum).
+enum class Fp8AttentionMath { kF16, kE4m3Query, kE4m3QueryAndP };
 
 // A step whose attention runs as prompt chunks (the GPU's prompt kernel; kE4m3Query applies to
 // it): at least 64 query rows, at least 4 per sequence. Other steps are decode-shaped.

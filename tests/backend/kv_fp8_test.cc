@@ -254,5 +254,75 @@ TEST(KvFp8, E4m3QueryRoundsThePromptStepsQueryRows) {
   EXPECT_EQ(run(decode, Fp8AttentionMath::kE4m3Query, false), run(decode, Fp8AttentionMath::kF16, false));
 }
 
+// Fp8AttentionMath::kE4m3QueryAndP also rounds P to E4M3 on prompt-chunk steps (an estimate of
+// an FP8 P V path): over one 64-key chunk, where the running maximum is the row's maximum, the
+// output follows a double reference with the rounded query, the cache's dequantized K/V and P
+// rounded to E4M3 far closer than the query-only path does; decode steps are untouched.
+TEST(KvFp8, E4m3QueryAndPRoundsTheProbabilities) {
+  const int64_t H = 8, KVH = 2, D = 64, bs = 16;
+  const float k_scale = 2.f / 448.f, v_scale = 0.5f / 448.f;
+  auto round_q = [&](std::vector<float>* q) {
+    for (size_t r = 0; r < q->size(); r += D) {
+      float amax = 0.f;
+      for (int64_t i = 0; i < D; ++i) amax = std::max(amax, std::fabs((*q)[r + i]));
+      for (int64_t i = 0; i < D; ++i)
+        (*q)[r + i] = fp8e4m3_to_f32(f32_to_fp8e4m3((*q)[r + i] * (448.f / amax), true)) * (amax / 448.f);
+    }
+  };
+  auto make = [&](const std::vector<SeqSpec>& seqs, std::vector<std::vector<float>>* K,
+                  std::vector<std::vector<float>>* V, std::vector<std::vector<float>>* Q) {
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      const int64_t ctx = seqs[s].cached + seqs[s].q_len;
+      K->push_back(random_floats(ctx * KVH * D, 80 + 10 * s, 2.f));
+      V->push_back(random_floats(ctx * KVH * D, 81 + 10 * s, 0.5f));
+      Q->push_back(random_floats(seqs[s].q_len * H * D, 82 + 10 * s, 3.f));
+    }
+  };
+  auto run = [&](const std::vector<SeqSpec>& seqs, Fp8AttentionMath math) {
+    auto be = cpu_backend("scalar");
+    be->set_fp8_attention_math(math);
+    std::vector<std::vector<float>> K, V, Q;
+    make(seqs, &K, &V, &Q);
+    const PagedTables t = shuffled_tables(seqs, bs, 2, 5);
+    auto kbuf = be->alloc(t.num_blocks * bs * KVH * D).value();
+    auto vbuf = be->alloc(t.num_blocks * bs * KVH * D).value();
+    KvCacheLayer cache;
+    cache.dtype = DType::kF8E4M3;
+    cache.k_scale = k_scale;
+    cache.v_scale = v_scale;
+    cache.num_blocks = t.num_blocks;
+    cache.block_size = bs;
+    cache.num_kv_heads = KVH;
+    cache.head_dim = D;
+    cache.k = kbuf.data();
+    cache.v = vbuf.data();
+    return write_and_attend(*be, cache, t, seqs, K, V, Q, H);
+  };
+  const std::vector<SeqSpec> prompt = {{0, 64}};  // 64 rows, 64 keys: one chunk
+  std::vector<std::vector<float>> K, V, Q;
+  make(prompt, &K, &V, &Q);
+  round_q(&Q[0]);
+  auto deq = [](float x, float sc) { return fp8e4m3_to_f32(f32_to_fp8e4m3(x / sc, true)) * static_cast<double>(sc); };
+  const std::vector<double> ref = reference_attention(
+      prompt, Q, H, KVH, D, [&](size_t s, int64_t i) { return deq(K[s][i], k_scale); },
+      [&](size_t s, int64_t i) { return deq(V[s][i], v_scale); },
+      [](double p) { return static_cast<double>(fp8e4m3_to_f32(f32_to_fp8e4m3(static_cast<float>(p), true))); });
+  const std::vector<float> with_p = run(prompt, Fp8AttentionMath::kE4m3QueryAndP);
+  const std::vector<float> query_only = run(prompt, Fp8AttentionMath::kE4m3Query);
+  ASSERT_EQ(with_p.size(), ref.size());
+  ASSERT_EQ(query_only.size(), ref.size());
+  double e_p = 0, e_q = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    e_p += std::fabs(with_p[i] - ref[i]);
+    e_q += std::fabs(query_only[i] - ref[i]);
+  }
+  e_p /= static_cast<double>(ref.size());
+  e_q /= static_cast<double>(ref.size());
+  EXPECT_GT(e_q, 1e-4);      // P's rounding moves the output ...
+  EXPECT_LT(e_p, e_q / 20);  // ... and the E4M3-P path follows it
+  const std::vector<SeqSpec> decode = {{5, 1}, {96, 1}, {300, 2}};
+  EXPECT_EQ(run(decode, Fp8AttentionMath::kE4m3QueryAndP), run(decode, Fp8AttentionMath::kF16));
+}
+
 }  // namespace
 }  // namespace lancet

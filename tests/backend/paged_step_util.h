@@ -104,11 +104,12 @@ inline std::vector<float> write_and_attend(Backend& be, const KvCacheLayer& cach
 // The contiguous per-sequence reference in double: causal softmax attention of each new token
 // over its sequence's keys. kval(s, i) / vval(s, i) give element i of sequence s's K / V (as
 // the cache holds it: rounded to bf16, dequantized FP8, or exact). Returns [sum of q_len,
-// num_heads * head_dim], in the same order as write_and_attend's output.
+// num_heads * head_dim], in the same order as write_and_attend's output. p_round, when given,
+// rounds each probability exp(s - max) before it weighs V and joins the sum.
 template <typename KVal, typename VVal>
 std::vector<double> reference_attention(const std::vector<SeqSpec>& seqs, const std::vector<std::vector<float>>& Q,
                                         int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, KVal kval,
-                                        VVal vval) {
+                                        VVal vval, double (*p_round)(double) = nullptr) {
   const int64_t G = num_heads / num_kv_heads;
   const double scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   std::vector<double> out;
@@ -128,7 +129,11 @@ std::vector<double> reference_attention(const std::vector<SeqSpec>& seqs, const 
           m = std::max(m, sc[j]);
         }
         double sum = 0;
-        for (double& x : sc) sum += (x = std::exp(x - m));
+        for (double& x : sc) {
+          x = std::exp(x - m);
+          if (p_round) x = p_round(x);
+          sum += x;
+        }
         for (int64_t k = 0; k < head_dim; ++k) {
           double o = 0;
           for (int64_t j = 0; j <= pos; ++j) o += sc[j] * vval(s, (j * num_kv_heads + kh) * head_dim + k);

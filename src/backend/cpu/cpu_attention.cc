@@ -123,8 +123,9 @@ Status CpuBackend::paged_attention(const PagedAttentionArgs& args, const KvCache
   const OpScope timed(op_timer(), OpKind::kAttention);
   RETURN_IF_ERROR(check_cache(c));
   PagedAttentionArgs a = args;
-  if (fp8_attention_ == Fp8AttentionMath::kE4m3Query && c.dtype == DType::kF8E4M3 &&
-      attention_prompt_step(a.num_tokens, a.num_seqs)) {
+  const bool e4m3_prompt = fp8_attention_ != Fp8AttentionMath::kF16 && c.dtype == DType::kF8E4M3 &&
+                           attention_prompt_step(a.num_tokens, a.num_seqs);
+  if (e4m3_prompt) {
     // Each query row rounded to E4M3 under its own scale, as the GPU's prompt kernel does.
     const int64_t rows = a.num_tokens * a.num_heads, D = c.head_dim;
     q_e4m3_.resize(static_cast<size_t>(rows * D));
@@ -173,6 +174,7 @@ Status CpuBackend::paged_attention(const PagedAttentionArgs& args, const KvCache
         it.first_pos = ctx - q_len + t0;
         it.kv_head = h;
         it.group = group;
+        it.p_e4m3 = e4m3_prompt && fp8_attention_ == Fp8AttentionMath::kE4m3QueryAndP;
         it.num_heads = a.num_heads;
         it.block_table = table;
         it.scale = a.scale;

@@ -42,7 +42,8 @@ class CpuBackend final : public Backend {
   Status kv_block_read(std::span<const KvCacheLayer> layers, int64_t block, void* host) override;
   Status kv_block_write(std::span<const KvCacheLayer> layers, int64_t block, const void* host) override;
   // kE4m3Query emulates the GPU's E4M3 query on prompt-chunk steps over fp8 caches (the same
-  // per-row rounding), so `lancet eval-precision` measures what that path costs.
+  // per-row rounding), so `lancet eval-precision` measures what that path costs;
+  // kE4m3QueryAndP also rounds P to E4M3 (an estimate of an FP8 P V path).
   void set_fp8_attention_math(Fp8AttentionMath m) override { fp8_attention_ = m; }
   Status gather_rows(const float* x, int64_t n, int64_t d, const int32_t* rows, int64_t r,
                      float* out) override;
@@ -61,7 +62,7 @@ class CpuBackend final : public Backend {
   WorkerPool pool_;
   QuantActsBuffer acts_;  // activation rows quantized for the current matmul
   std::vector<float> attn_partials_;  // split-key attention partial results
-  std::vector<float> q_e4m3_;         // query rows rounded to E4M3 (Fp8AttentionMath::kE4m3Query)
+  std::vector<float> q_e4m3_;         // query rows rounded to E4M3 (Fp8AttentionMath::kE4m3Query*)
   Fp8AttentionMath fp8_attention_ = Fp8AttentionMath::kF16;
   std::vector<float> w8a8_x_;  // input rows quantized to E4M3 (WeightMatrix::fp8_activations)
 };

@@ -26,6 +26,7 @@ struct AttentionItem {
   int64_t num_heads;
   const int32_t* block_table; // [max_blocks_per_seq]
   float scale;
+  bool p_e4m3 = false;        // round P to E4M3 before P V, the row sums over the rounded P
 };
 
 struct CpuKernels {
