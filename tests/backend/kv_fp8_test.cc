@@ -54,6 +54,44 @@ float bits_to_float(uint32_t u) {
   return f;
 }
 
+// An FP8 cache layer over freshly allocated K and V buffers of the tables' blocks.
+struct Fp8Cache {
+  Buffer k, v;
+  KvCacheLayer layer;
+};
+Fp8Cache fp8_cache(Backend& be, const PagedTables& t, int64_t block_size, int64_t num_kv_heads, int64_t head_dim,
+                   float k_scale, float v_scale) {
+  Fp8Cache c;
+  const int64_t elems = t.num_blocks * block_size * num_kv_heads * head_dim;
+  c.k = be.alloc(elems).value();
+  c.v = be.alloc(elems).value();
+  c.layer.dtype = DType::kF8E4M3;
+  c.layer.k_scale = k_scale;
+  c.layer.v_scale = v_scale;
+  c.layer.num_blocks = t.num_blocks;
+  c.layer.block_size = block_size;
+  c.layer.num_kv_heads = num_kv_heads;
+  c.layer.head_dim = head_dim;
+  c.layer.k = c.k.data();
+  c.layer.v = c.v.data();
+  return c;
+}
+
+// x as the cache holds it: rounded to E4M3 under `scale`, dequantized.
+double dequantized(float x, float scale) {
+  return fp8e4m3_to_f32(f32_to_fp8e4m3(x / scale, true)) * static_cast<double>(scale);
+}
+
+// Each row of d values rounded to E4M3 under its own scale (absmax / 448), as the E4M3 query.
+void round_rows_e4m3(std::vector<float>* q, int64_t d) {
+  for (size_t r = 0; r < q->size(); r += d) {
+    float amax = 0.f;
+    for (int64_t i = 0; i < d; ++i) amax = std::max(amax, std::fabs((*q)[r + i]));
+    for (int64_t i = 0; i < d; ++i)
+      (*q)[r + i] = fp8e4m3_to_f32(f32_to_fp8e4m3((*q)[r + i] * (448.f / amax), true)) * (amax / 448.f);
+  }
+}
+
 TEST(KvFp8, WriteMatchesReferenceEncoder) {
   auto be = cpu_backend("scalar");
   // A sweep over float bit patterns (both signs, every exponent, zeros, subnormals, inf, NaN)
@@ -148,24 +186,12 @@ AttentionErrors run_case(const std::string& isa, int64_t block_size, int64_t num
   }
   const float k_scale = kmax / 448.f, v_scale = vmax / 448.f;
   const PagedTables t = shuffled_tables(seqs, block_size, 2, seed);
-  auto kbuf = be->alloc(t.num_blocks * block_size * kv_row).value();
-  auto vbuf = be->alloc(t.num_blocks * block_size * kv_row).value();
-  KvCacheLayer cache;
-  cache.dtype = DType::kF8E4M3;
-  cache.k_scale = k_scale;
-  cache.v_scale = v_scale;
-  cache.num_blocks = t.num_blocks;
-  cache.block_size = block_size;
-  cache.num_kv_heads = num_kv_heads;
-  cache.head_dim = head_dim;
-  cache.k = kbuf.data();
-  cache.v = vbuf.data();
-  const std::vector<float> out = write_and_attend(*be, cache, t, seqs, K, V, Q, num_heads);
+  const Fp8Cache cache = fp8_cache(*be, t, block_size, num_kv_heads, head_dim, k_scale, v_scale);
+  const std::vector<float> out = write_and_attend(*be, cache.layer, t, seqs, K, V, Q, num_heads);
 
-  auto deq = [](float x, float sc) { return fp8e4m3_to_f32(f32_to_fp8e4m3(x / sc, true)) * static_cast<double>(sc); };
   const std::vector<double> ref_deq = reference_attention(
-      seqs, Q, num_heads, num_kv_heads, head_dim, [&](size_t s, int64_t i) { return deq(K[s][i], k_scale); },
-      [&](size_t s, int64_t i) { return deq(V[s][i], v_scale); });
+      seqs, Q, num_heads, num_kv_heads, head_dim, [&](size_t s, int64_t i) { return dequantized(K[s][i], k_scale); },
+      [&](size_t s, int64_t i) { return dequantized(V[s][i], v_scale); });
   const std::vector<double> ref_exact = reference_attention(
       seqs, Q, num_heads, num_kv_heads, head_dim, [&](size_t s, int64_t i) { return static_cast<double>(K[s][i]); },
       [&](size_t s, int64_t i) { return static_cast<double>(V[s][i]); });
@@ -222,29 +248,11 @@ TEST(KvFp8, E4m3QueryRoundsThePromptStepsQueryRows) {
       K[s] = random_floats(ctx * kv_row, 70 + 10 * s, 2.f);
       V[s] = random_floats(ctx * kv_row, 71 + 10 * s, 0.5f);
       Q[s] = random_floats(seqs[s].q_len * q_row, 72 + 10 * s, 3.f);
-      if (round_q) {
-        for (size_t r = 0; r < Q[s].size(); r += D) {
-          float amax = 0.f;
-          for (int64_t i = 0; i < D; ++i) amax = std::max(amax, std::fabs(Q[s][r + i]));
-          for (int64_t i = 0; i < D; ++i)
-            Q[s][r + i] = fp8e4m3_to_f32(f32_to_fp8e4m3(Q[s][r + i] * (448.f / amax), true)) * (amax / 448.f);
-        }
-      }
+      if (round_q) round_rows_e4m3(&Q[s], D);
     }
     const PagedTables t = shuffled_tables(seqs, bs, 2, 9);
-    auto kbuf = be->alloc(t.num_blocks * bs * kv_row).value();
-    auto vbuf = be->alloc(t.num_blocks * bs * kv_row).value();
-    KvCacheLayer cache;
-    cache.dtype = DType::kF8E4M3;
-    cache.k_scale = 2.f / 448.f;
-    cache.v_scale = 0.5f / 448.f;
-    cache.num_blocks = t.num_blocks;
-    cache.block_size = bs;
-    cache.num_kv_heads = KVH;
-    cache.head_dim = D;
-    cache.k = kbuf.data();
-    cache.v = vbuf.data();
-    return write_and_attend(*be, cache, t, seqs, K, V, Q, H);
+    const Fp8Cache cache = fp8_cache(*be, t, bs, KVH, D, 2.f / 448.f, 0.5f / 448.f);
+    return write_and_attend(*be, cache.layer, t, seqs, K, V, Q, H);
   };
   const std::vector<SeqSpec> prompt = {{0, 70}, {30, 40}};  // 110 rows for 2 sequences
   const std::vector<float> e4m3 = run(prompt, Fp8AttentionMath::kE4m3Query, false);
@@ -261,14 +269,6 @@ TEST(KvFp8, E4m3QueryRoundsThePromptStepsQueryRows) {
 TEST(KvFp8, E4m3QueryAndPRoundsTheProbabilities) {
   const int64_t H = 8, KVH = 2, D = 64, bs = 16;
   const float k_scale = 2.f / 448.f, v_scale = 0.5f / 448.f;
-  auto round_q = [&](std::vector<float>* q) {
-    for (size_t r = 0; r < q->size(); r += D) {
-      float amax = 0.f;
-      for (int64_t i = 0; i < D; ++i) amax = std::max(amax, std::fabs((*q)[r + i]));
-      for (int64_t i = 0; i < D; ++i)
-        (*q)[r + i] = fp8e4m3_to_f32(f32_to_fp8e4m3((*q)[r + i] * (448.f / amax), true)) * (amax / 448.f);
-    }
-  };
   auto make = [&](const std::vector<SeqSpec>& seqs, std::vector<std::vector<float>>* K,
                   std::vector<std::vector<float>>* V, std::vector<std::vector<float>>* Q) {
     for (size_t s = 0; s < seqs.size(); ++s) {
@@ -284,28 +284,16 @@ TEST(KvFp8, E4m3QueryAndPRoundsTheProbabilities) {
     std::vector<std::vector<float>> K, V, Q;
     make(seqs, &K, &V, &Q);
     const PagedTables t = shuffled_tables(seqs, bs, 2, 5);
-    auto kbuf = be->alloc(t.num_blocks * bs * KVH * D).value();
-    auto vbuf = be->alloc(t.num_blocks * bs * KVH * D).value();
-    KvCacheLayer cache;
-    cache.dtype = DType::kF8E4M3;
-    cache.k_scale = k_scale;
-    cache.v_scale = v_scale;
-    cache.num_blocks = t.num_blocks;
-    cache.block_size = bs;
-    cache.num_kv_heads = KVH;
-    cache.head_dim = D;
-    cache.k = kbuf.data();
-    cache.v = vbuf.data();
-    return write_and_attend(*be, cache, t, seqs, K, V, Q, H);
+    const Fp8Cache cache = fp8_cache(*be, t, bs, KVH, D, k_scale, v_scale);
+    return write_and_attend(*be, cache.layer, t, seqs, K, V, Q, H);
   };
   const std::vector<SeqSpec> prompt = {{0, 64}};  // 64 rows, 64 keys: one chunk
   std::vector<std::vector<float>> K, V, Q;
   make(prompt, &K, &V, &Q);
-  round_q(&Q[0]);
-  auto deq = [](float x, float sc) { return fp8e4m3_to_f32(f32_to_fp8e4m3(x / sc, true)) * static_cast<double>(sc); };
+  round_rows_e4m3(&Q[0], D);
   const std::vector<double> ref = reference_attention(
-      prompt, Q, H, KVH, D, [&](size_t s, int64_t i) { return deq(K[s][i], k_scale); },
-      [&](size_t s, int64_t i) { return deq(V[s][i], v_scale); },
+      prompt, Q, H, KVH, D, [&](size_t s, int64_t i) { return dequantized(K[s][i], k_scale); },
+      [&](size_t s, int64_t i) { return dequantized(V[s][i], v_scale); },
       [](double p) { return static_cast<double>(fp8e4m3_to_f32(f32_to_fp8e4m3(static_cast<float>(p), true))); });
   const std::vector<float> with_p = run(prompt, Fp8AttentionMath::kE4m3QueryAndP);
   const std::vector<float> query_only = run(prompt, Fp8AttentionMath::kE4m3Query);

@@ -7,12 +7,11 @@
 // against their definitions.
 #include <random>
 
+#include "cuda_fixture_model.h"
 #include "cuda_test_util.h"
 #include "engine/engine.h"
 #include "engine/engine_run_util.h"
-#include "io/model_source.h"
 #include "runner/llama_executor.h"
-#include "test_paths.h"
 
 namespace lancet {
 namespace {
@@ -56,16 +55,13 @@ std::vector<GenerationRequest> requests(int64_t vocab) {
 }
 
 TEST(CudaAsyncSteps, EngineGivesTheSynchronousTokensWithGraphsAndEagerly) {
-  auto g = gpu_backend();
-  ASSERT_TRUE(g);
-  auto src = open_model_source(fixture_dir("tiny-llama3"));
-  ASSERT_TRUE(src.ok()) << src.status().to_string();
-  auto model = LlamaModel::create(**src, *g);
-  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  auto fixture = gpu_fixture_model("tiny-llama3");
+  ASSERT_TRUE(fixture.ok()) << fixture.status().to_string();
+  LlamaModel& model = *fixture->model;
   for (bool graphs : {true, false}) {
     LlamaExecutorOptions opts;
     opts.decode_graphs = graphs;
-    auto executor = LlamaExecutor::create(**model, KvBlockConfig{1024, 16}, DType::kF32, opts);
+    auto executor = LlamaExecutor::create(model, KvBlockConfig{1024, 16}, DType::kF32, opts);
     ASSERT_TRUE(executor.ok()) << executor.status().to_string();
     LlamaExecutor& exec = **executor;
     const auto reqs = requests(exec.vocab_size());

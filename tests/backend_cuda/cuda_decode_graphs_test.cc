@@ -3,12 +3,11 @@
 // and give exactly the tokens of the same engine run eagerly; every block comes back.
 #include <random>
 
+#include "cuda_fixture_model.h"
 #include "cuda_test_util.h"
 #include "engine/engine.h"
 #include "engine/engine_run_util.h"
-#include "io/model_source.h"
 #include "runner/llama_executor.h"
-#include "test_paths.h"
 
 namespace lancet {
 namespace {
@@ -16,12 +15,9 @@ namespace {
 using namespace lancet::testing;
 
 TEST(CudaDecodeGraphs, LargeBatchesReplayGraphsWithTheEagerTokens) {
-  auto g = gpu_backend();
-  ASSERT_TRUE(g);
-  auto src = open_model_source(fixture_dir("tiny-llama3"));
-  ASSERT_TRUE(src.ok()) << src.status().to_string();
-  auto model = LlamaModel::create(**src, *g);
-  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  auto fixture = gpu_fixture_model("tiny-llama3");
+  ASSERT_TRUE(fixture.ok()) << fixture.status().to_string();
+  LlamaModel& model = *fixture->model;
   std::mt19937 r(5);
   std::vector<GenerationRequest> reqs;
   for (int i = 0; i < 900; ++i) {  // 900 decoding together, finishing over many steps
@@ -39,7 +35,7 @@ TEST(CudaDecodeGraphs, LargeBatchesReplayGraphsWithTheEagerTokens) {
     LlamaExecutorOptions opts;
     opts.decode_graphs = graphs;
     opts.max_graph_batch = 1024;
-    auto executor = LlamaExecutor::create(**model, KvBlockConfig{4096, 16}, DType::kF32, opts);
+    auto executor = LlamaExecutor::create(model, KvBlockConfig{4096, 16}, DType::kF32, opts);
     ASSERT_TRUE(executor.ok()) << executor.status().to_string();
     EngineStats st;
     tokens[graphs] = run_engine_to_end(**executor, reqs, sc, /*async_scheduling=*/false, &st);

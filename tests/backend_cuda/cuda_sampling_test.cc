@@ -11,13 +11,12 @@
 #include <limits>
 #include <map>
 
+#include "cuda_fixture_model.h"
 #include "cuda_test_util.h"
 #include "engine/engine.h"
 #include "engine/engine_run_util.h"
 #include "runner/llama_executor.h"
 #include "runner/sampler.h"
-#include "io/model_source.h"
-#include "test_paths.h"
 
 namespace lancet {
 namespace {
@@ -300,13 +299,10 @@ std::vector<std::vector<int32_t>> run_engine(ModelExecutor& exec, const std::vec
 }
 
 TEST(CudaSampling, EngineOnTinyModelMatchesHostSampling) {
-  auto g = gpu_backend();
-  ASSERT_TRUE(g);
-  auto src = open_model_source(fixture_dir("tiny-llama3"));
-  ASSERT_TRUE(src.ok()) << src.status().to_string();
-  auto model = LlamaModel::create(**src, *g);
-  ASSERT_TRUE(model.ok()) << model.status().to_string();
-  auto executor = LlamaExecutor::create(**model, KvBlockConfig{512, 16});
+  auto fixture = gpu_fixture_model("tiny-llama3");
+  ASSERT_TRUE(fixture.ok()) << fixture.status().to_string();
+  LlamaModel& model = *fixture->model;
+  auto executor = LlamaExecutor::create(model, KvBlockConfig{512, 16});
   ASSERT_TRUE(executor.ok()) << executor.status().to_string();
   LlamaExecutor& exec = **executor;
   ASSERT_TRUE(exec.supports_device_sampling());
