@@ -133,14 +133,26 @@ struct AttentionStepPlan {
   // The most splits any step of at least these rows and at most this context can plan (a
   // replayed graph's launch holds this many and reads its step's own plan at run time).
   int32_t max_splits = 0;
+  // A mixed step (AttentionPlanQuery::decode_seqs): when decode_seqs > 0 its first decode_seqs
+  // sequences (decode_tokens rows) run as a decode step under {decode_splits, decode_split_len}
+  // and the others as prompt chunks under the fields above, each in the kernel made for it.
+  // 0: one kernel for the whole step. Only eager steps are mixed (no device plan).
+  int32_t decode_seqs = 0;
+  int32_t decode_tokens = 0;
+  int32_t decode_splits = 0;
+  int32_t decode_split_len = 0;
 };
 
-// What plan_attention plans from: the step's rows and the longest context among its sequences.
+// What plan_attention plans from: the step's rows and the longest context among its sequences,
+// and how many of its sequences, from the first, compute decode rows (attention_decode_seq; the
+// scheduler puts decodes before prompt chunks) and their rows.
 struct AttentionPlanQuery {
   int64_t num_tokens = 0;
   int64_t num_seqs = 0;
   int64_t num_heads = 0;
   int64_t max_context_len = 0;
+  int64_t decode_seqs = 0;
+  int64_t decode_tokens = 0;
 };
 
 struct PagedAttentionArgs {
@@ -191,6 +203,9 @@ enum class Fp8AttentionMath { kF16, kE4m3Query, kE4m3QueryAndP };
 inline bool attention_prompt_step(int64_t num_tokens, int64_t num_seqs) {
   return num_tokens >= 64 && num_tokens >= 4 * num_seqs;
 }
+// A sequence whose query rows this step are decode rows (a token, or a token and a few drafts):
+// fewer than the four rows per sequence that make a step a prompt step.
+inline bool attention_decode_seq(int64_t q_len) { return q_len < 4; }
 
 // One row of Backend::sample_rows: which logits row to draw from and how. The semantics are
 // the CPU sampler's (runner/sampler.h) for a request without logit_bias, penalties, min_tokens

@@ -58,6 +58,8 @@ StatusOr<StepView> StepUploader::upload(const StepMetadata& st, const TpRankLayo
 
   StepView v = l.view(dev_.data(), st.num_tokens, st.num_seqs, st.max_blocks_per_seq, st.num_logits_rows);
   v.max_context_len = st.max_context_len;
+  v.decode_seqs = st.decode_seqs;
+  v.decode_tokens = st.decode_tokens;
   if (!st.lora_slot_start.empty()) {
     const char* d = static_cast<const char*>(dev_.data());
     v.lora.num_slots = st.lora_num_slots;

@@ -2,7 +2,9 @@
 // against a contiguous per-sequence reference in tests/backend): decode batches (the split-KV
 // path), prefill chunks with earlier chunks cached, whole prefills, mixed batches, contexts up
 // to 9000, block sizes 1 and 16, head_dim 64 and 128, GQA 1..20, f32, bf16 and fp8 caches, the
-// CUDA-core kernel (exact precision) and the tensor-core kernels (fast precision).
+// CUDA-core kernel (exact precision) and the tensor-core kernels (fast precision), and mixed
+// steps' plans (leading decode rows in the decode kernel, the prompt chunks after them in the
+// prompt kernel).
 // Both backends read the same cache values and accumulate in f32, so only summation order
 // differs: NMSE bound 1e-9 for either cache dtype. kv_write must be bit-exact.
 #include <algorithm>
@@ -30,9 +32,12 @@ struct Geometry {
 // fp8_math kE4m3Query (fp8 caches, fast precision): prompt chunks on an sm_90 GPU round each
 // query row to E4M3 under its own scale (absmax / 448) before Q K^T; the reference then reads
 // the same rounded query, so the bound stays the tensor cores' one.
+// mixed_run, when given, is set when the step's leading decode rows made a mixed-step plan
+// (decode kernel, then prompt kernel) and it was checked too.
 void run_attention(const Geometry& geo, int64_t block_size, DType kv_dtype, const std::vector<SeqSpec>& seqs,
                    uint32_t seed, ActivationPrecision precision = ActivationPrecision::kExact,
-                   Fp8AttentionMath fp8_math = Fp8AttentionMath::kF16) {
+                   Fp8AttentionMath fp8_math = Fp8AttentionMath::kF16, bool* mixed_run = nullptr) {
+  if (mixed_run) *mixed_run = false;
   auto g = gpu_backend();
   auto c = cpu_reference();
   ASSERT_TRUE(g && c);
@@ -164,6 +169,34 @@ void run_attention(const Geometry& geo, int64_t block_size, DType kv_dtype, cons
   st = g->synchronize();
   ASSERT_TRUE(st.ok()) << st.to_string();
   expect_bits_equal(to_host<float>(*g, *dout, ref.size()), eager, what + " (device plan, wider grid)");
+
+  // The plan of a mixed step (decodes first, as the scheduler orders them): the leading decode
+  // rows in the decode kernel, the prompt chunks after them in the prompt kernel. Its decode
+  // rows keep the FP16 query under kE4m3Query, so the reference rounds only the prompt rows.
+  int64_t ds = 0, dt = 0;
+  while (ds < S && attention_decode_seq(seqs[ds].q_len)) dt += seqs[ds++].q_len;
+  const AttentionStepPlan mixed =
+      g->plan_attention(AttentionPlanQuery{T, S, geo.num_heads, max_ctx, ds, dt}, gc);
+  if (mixed.decode_seqs == 0) return;
+  ASSERT_EQ(mixed.decode_seqs, ds) << what;
+  ASSERT_EQ(mixed.decode_tokens, dt) << what;
+  std::vector<float> mixed_ref = ref;
+  if (e4m3_query) {
+    std::vector<float> q_mixed = q_ref;
+    std::copy(q.begin(), q.begin() + dt * q_row, q_mixed.begin());
+    ca.q = q_mixed.data();
+    ca.out = mixed_ref.data();
+    ASSERT_TRUE(c->paged_attention(ca, cc).ok());
+  }
+  ASSERT_TRUE(g->zero(dout->data(), ref.size() * sizeof(float)).ok());
+  ga.plan = mixed;
+  ga.device_plan = nullptr;
+  st = g->paged_attention(ga, gc);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  st = g->synchronize();
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  expect_nmse(to_host<float>(*g, *dout, ref.size()), mixed_ref, bound, what + " (mixed-step plan)");
+  if (mixed_run) *mixed_run = true;
 }
 
 const Geometry kGeometries[] = {
@@ -231,6 +264,30 @@ TEST(CudaAttention, TensorCorePrefillMatchesReference) {
       }
 }
 
+TEST(CudaAttention, MixedStepPlanMatchesReference) {
+  // Decodes first (a drafted one too), as the scheduler orders a mixed step: its plan runs them
+  // in the decode kernel (split over their 4K-9K keys) and the chunks after them in the prompt
+  // kernel (the late one split too).
+  bool mixed = false;
+  for (const Geometry& geo : {kGeometries[0], kGeometries[1], kGeometries[3]})
+    for (int64_t bs : {1, 16})
+      for (DType dt : {DType::kBF16, DType::kF8E4M3}) {
+        run_attention(geo, bs, dt, {{5, 1}, {8999, 1}, {4000, 3}, {100, 1}, {8743, 257}, {0, 70}}, 26,
+                      ActivationPrecision::kFast, Fp8AttentionMath::kF16, &mixed);
+        EXPECT_TRUE(mixed) << "no mixed-step plan: H=" << geo.num_heads << " bs=" << bs << " " << dtype_name(dt);
+      }
+  // Many decode rows ahead of two chunks: in one prompt-kernel launch every decode sequence
+  // would take a CTA of its own.
+  std::vector<SeqSpec> many;
+  for (int i = 0; i < 200; ++i) many.push_back({static_cast<int64_t>(37 * i + 3), 1});
+  many.push_back({500, 300});
+  many.push_back({0, 129});
+  for (DType dt : {DType::kBF16, DType::kF8E4M3}) {
+    run_attention({32, 8, 128}, 16, dt, many, 27, ActivationPrecision::kFast, Fp8AttentionMath::kF16, &mixed);
+    EXPECT_TRUE(mixed) << "no mixed-step plan: 200 decodes, " << dtype_name(dt);
+  }
+}
+
 TEST(CudaAttention, TensorCorePrefillE4m3QueryMatchesReference) {
   // FP8 caches with the query rounded to E4M3 per row (Fp8AttentionMath::kE4m3Query): Q K^T on
   // E4M3 wgmma from the cache's bytes; head_dim 64 and 128, GQA 1-20, pages of 1 and 16, the
@@ -245,6 +302,9 @@ TEST(CudaAttention, TensorCorePrefillE4m3QueryMatchesReference) {
       run_attention(geo, bs, DType::kF8E4M3, {{0, 769}}, 42, fast, m);
       run_attention(geo, bs, DType::kF8E4M3, {{8743, 257}}, 43, fast, m);
       run_attention(geo, bs, DType::kF8E4M3, {{0, 100}, {5, 1}, {300, 64}, {17, 130}}, 44, fast, m);
+      bool mixed = false;
+      run_attention(geo, bs, DType::kF8E4M3, {{5, 1}, {3000, 2}, {300, 64}, {8743, 257}}, 46, fast, m, &mixed);
+      EXPECT_TRUE(mixed) << "no mixed-step plan: H=" << geo.num_heads << " bs=" << bs;
     }
   // Decode rows keep the FP16 query under this setting.
   run_attention({32, 8, 128}, 16, DType::kF8E4M3, {{5, 1}, {700, 1}, {8191, 1}}, 45, fast, m);
@@ -289,6 +349,11 @@ TEST(CudaAttention, SanitizerSized) {
     run_attention({32, 8, 128}, 16, dt, small, 12, ActivationPrecision::kFast);
     run_attention({9, 3, 64}, 1, dt, small, 13, ActivationPrecision::kFast);
     run_attention({32, 8, 128}, 16, dt, {{40, 70}}, 14, ActivationPrecision::kFast);
+    // A mixed step's plan: decode rows (split) apart from the chunk after them.
+    bool mixed = false;
+    run_attention({32, 8, 128}, 16, dt, {{599, 1}, {40, 3}, {0, 70}}, 15, ActivationPrecision::kFast,
+                  Fp8AttentionMath::kF16, &mixed);
+    EXPECT_TRUE(mixed) << dtype_name(dt);
   }
 }
 

@@ -144,5 +144,48 @@ TEST(AttentionPlan, DecodeSplitsAreWholeRoundsOfTheKernel) {
   }
 }
 
+TEST(AttentionPlan, MixedStepsRunTheirDecodeRowsInTheDecodeKernel) {
+  const AttentionDevice fast{132, false}, exact{132, true};
+  for (DType dt : {DType::kBF16, DType::kF8E4M3}) {
+    const KvCacheLayer c = cache(dt, 8, 128);
+    // 1,000 decode rows (the scheduler puts them first) and 7 prompt chunks of ~1,000 tokens,
+    // as a step of a 1000 x 1000/1000 throughput run makes.
+    const AttentionShape mixed{1000 + 7000, 1007, 32, 2000, 1000, 1000};
+    ASSERT_EQ(attention_route(mixed, c, fast), AttentionRoute::kPrefillPacked);
+    const AttentionStepPlan p = plan_attention_splits(mixed, c, fast);
+    EXPECT_EQ(p.decode_seqs, 1000);
+    EXPECT_EQ(p.decode_tokens, 1000);
+    // Each part is planned as the step of that part alone would be.
+    const AttentionStepPlan dp = plan_attention_splits({1000, 1000, 32, 2000}, c, fast);
+    const AttentionStepPlan pp = plan_attention_splits({7000, 7, 32, 2000}, c, fast);
+    EXPECT_EQ(p.decode_splits, dp.num_splits);
+    EXPECT_EQ(p.decode_split_len, dp.split_len);
+    EXPECT_EQ(p.num_splits, pp.num_splits);
+    EXPECT_EQ(p.split_len, pp.split_len);
+    // Few streams beside a chunk late in a long context: both parts split their keys.
+    const AttentionStepPlan late = plan_attention_splits({16 + 520, 17, 32, 107000, 16, 16}, c, fast);
+    EXPECT_EQ(late.decode_seqs, 16);
+    EXPECT_GT(late.decode_splits, 1);
+    EXPECT_GT(late.num_splits, 1);
+    expect_covers({late.decode_splits, late.decode_split_len, late.decode_splits}, 107000, "16 decodes at 107K");
+    expect_covers(late, 107000, "520-token chunk at 107K");
+    EXPECT_EQ(late.num_splits, plan_attention_splits({520, 1, 32, 107000}, c, fast).num_splits);
+    // Drafts ride along as decode rows (up to 3 per sequence).
+    EXPECT_EQ(plan_attention_splits({64 * 3 + 500, 65, 32, 4000, 64, 64 * 3}, c, fast).decode_seqs, 64);
+    // One kernel for the step: a decode-route rest (a 40-token chunk), no decodes, no prompts,
+    // exact precision, an f32 cache.
+    EXPECT_EQ(plan_attention_splits({1040, 1001, 32, 2000, 1000, 1000}, c, fast).decode_seqs, 0);
+    EXPECT_EQ(plan_attention_splits({7000, 7, 32, 2000, 0, 0}, c, fast).decode_seqs, 0);
+    EXPECT_EQ(plan_attention_splits({1000, 1000, 32, 2000, 1000, 1000}, c, fast).decode_seqs, 0);
+    EXPECT_EQ(plan_attention_splits(mixed, c, exact).decode_seqs, 0);
+    EXPECT_EQ(plan_attention_splits(mixed, cache(DType::kF32, 8, 128), fast).decode_seqs, 0);
+  }
+  // A step the whole of which would be a decode step, with one long chunk among many decodes,
+  // also runs the chunk in the prompt kernel.
+  const KvCacheLayer c = cache(DType::kBF16, 8, 128);
+  ASSERT_EQ(attention_route({3000, 1001, 32, 3000}, c, fast), AttentionRoute::kDecode);
+  EXPECT_EQ(plan_attention_splits({3000, 1001, 32, 3000, 1000, 1000}, c, fast).decode_seqs, 1000);
+}
+
 }  // namespace
 }  // namespace lancet::cuda

@@ -80,7 +80,10 @@ AttentionRoute attention_route(const AttentionShape& s, const KvCacheLayer& c, c
   return !d.exact && c.dtype != DType::kF32 ? AttentionRoute::kDecode : AttentionRoute::kExact;
 }
 
-AttentionStepPlan plan_attention_splits(const AttentionShape& s, const KvCacheLayer& c, const AttentionDevice& d) {
+namespace {
+
+// The plan of a step that runs in one kernel (its route's).
+AttentionStepPlan plan_single_route(const AttentionShape& s, const KvCacheLayer& c, const AttentionDevice& d) {
   const int64_t group = s.num_heads / std::max<int64_t>(c.num_kv_heads, 1);
   const int64_t ctx = s.max_context_len;
   switch (attention_route(s, c, d)) {
@@ -110,6 +113,35 @@ AttentionStepPlan plan_attention_splits(const AttentionShape& s, const KvCacheLa
     }
   }
   return AttentionStepPlan{1, 0, 1};
+}
+
+}  // namespace
+
+AttentionShape attention_decode_part(const AttentionShape& s) {
+  return AttentionShape{s.decode_tokens, s.decode_seqs, s.num_heads, s.max_context_len, 0, 0};
+}
+
+AttentionShape attention_prompt_part(const AttentionShape& s) {
+  return AttentionShape{s.num_tokens - s.decode_tokens, s.num_seqs - s.decode_seqs, s.num_heads, s.max_context_len,
+                        0, 0};
+}
+
+AttentionStepPlan plan_attention_splits(const AttentionShape& s, const KvCacheLayer& c, const AttentionDevice& d) {
+  if (s.decode_seqs > 0 && s.decode_seqs < s.num_seqs && s.decode_tokens > 0 && s.decode_tokens < s.num_tokens) {
+    const AttentionShape dec = attention_decode_part(s), pro = attention_prompt_part(s);
+    if (attention_route(dec, c, d) == AttentionRoute::kDecode &&
+        attention_route(pro, c, d) == AttentionRoute::kPrefillPacked) {
+      AttentionStepPlan p = plan_single_route(pro, c, d);
+      const AttentionStepPlan dp = plan_single_route(dec, c, d);
+      p.max_splits = p.num_splits;  // eager only: no graph replays a mixed step
+      p.decode_seqs = static_cast<int32_t>(s.decode_seqs);
+      p.decode_tokens = static_cast<int32_t>(s.decode_tokens);
+      p.decode_splits = dp.num_splits;
+      p.decode_split_len = dp.split_len;
+      return p;
+    }
+  }
+  return plan_single_route(s, c, d);
 }
 
 }  // namespace lancet::cuda

@@ -23,6 +23,8 @@ struct AttentionShape {
   int64_t num_seqs = 0;
   int64_t num_heads = 0;
   int64_t max_context_len = 0;  // <= 0: unknown (no split)
+  int64_t decode_seqs = 0;      // leading sequences of decode rows, and their rows
+  int64_t decode_tokens = 0;
 };
 
 struct AttentionDevice {
@@ -34,6 +36,14 @@ AttentionRoute attention_route(const AttentionShape& s, const KvCacheLayer& c, c
 
 // The split plan of the route (AttentionStepPlan: num_splits >= 1; max_splits bounds the plan of
 // any step with at least num_tokens rows and at most max_context_len keys on this route).
+// A prompt step that starts with decode rows (decode_seqs > 0) is planned in two parts: the
+// decodes on the decode route, the prompt chunks after them on the prompt route. In one
+// prompt-kernel launch each decode sequence would take a CTA of 128 query rows with one to
+// three of them used, reading its whole context at the cost of a full tile.
 AttentionStepPlan plan_attention_splits(const AttentionShape& s, const KvCacheLayer& c, const AttentionDevice& d);
+
+// The two parts of a mixed step's plan as single-route shapes (only when plan.decode_seqs > 0).
+AttentionShape attention_decode_part(const AttentionShape& s);
+AttentionShape attention_prompt_part(const AttentionShape& s);
 
 }  // namespace lancet::cuda

@@ -1,6 +1,8 @@
 // KV cache writes and paged attention on the CUDA backend: argument checks that need no
 // device data, then the kernel of the step's route with the step's split plan (both from
-// attention_plan.h: made once per step by plan_attention, or here for an unplanned call).
+// attention_plan.h: made once per step by plan_attention, or here for an unplanned call); a
+// mixed step's plan runs its leading decode rows in the decode kernel and the prompt chunks
+// after them in the prompt kernel.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -58,7 +60,8 @@ Status CudaBackend::rope_kv_write(const RopeArgs& r, const KvWriteArgs& w, const
 AttentionStepPlan CudaBackend::plan_attention(const AttentionPlanQuery& q, const KvCacheLayer& c) const {
   if (q.max_context_len <= 0) return AttentionStepPlan{};  // unknown: each call plans itself
   const AttentionDevice dev{num_sms_, precision_ == ActivationPrecision::kExact};
-  return plan_attention_splits(AttentionShape{q.num_tokens, q.num_seqs, q.num_heads, q.max_context_len}, c, dev);
+  return plan_attention_splits(
+      AttentionShape{q.num_tokens, q.num_seqs, q.num_heads, q.max_context_len, q.decode_seqs, q.decode_tokens}, c, dev);
 }
 
 Status CudaBackend::paged_attention(const PagedAttentionArgs& a, const KvCacheLayer& c) {
@@ -82,11 +85,37 @@ Status CudaBackend::paged_attention(const PagedAttentionArgs& a, const KvCacheLa
     return InvalidArgument("paged_attention: q, out and the cache must be 16-byte aligned");
 
   const AttentionDevice dev{num_sms_, precision_ == ActivationPrecision::kExact};
+  const AttentionStepPlan& sp = a.plan;
+  if (sp.num_splits > 0 && sp.decode_seqs > 0) {
+    // A mixed step: the leading decode rows in the decode kernel, then the prompt chunks in
+    // the prompt kernel; q and out rows stay absolute (query_start's values).
+    const int64_t ds = sp.decode_seqs, dt = sp.decode_tokens;
+    if (ds >= a.num_seqs || dt < ds || dt > 3 * ds || dt >= a.num_tokens || a.device_plan)
+      return InvalidArgument("paged_attention: bad mixed-step plan (" + std::to_string(ds) + " decode sequences, " +
+                             std::to_string(dt) + " rows)");
+    PagedAttentionArgs dec = a;
+    dec.num_tokens = dt;
+    dec.num_seqs = ds;
+    const AttentionStepPlan dplan{sp.decode_splits, sp.decode_split_len, sp.decode_splits};
+    RETURN_IF_ERROR(attention_kernel(dec, c, AttentionRoute::kDecode, dplan, 0));
+    PagedAttentionArgs pro = a;
+    pro.num_tokens = a.num_tokens - dt;
+    pro.num_seqs = a.num_seqs - ds;
+    pro.query_start = a.query_start + ds;
+    pro.context_lens = a.context_lens + ds;
+    pro.block_tables = a.block_tables + ds * a.max_blocks_per_seq;
+    const AttentionStepPlan pplan{sp.num_splits, sp.split_len, sp.max_splits};
+    return attention_kernel(pro, c, AttentionRoute::kPrefillPacked, pplan, dt);
+  }
   const AttentionShape shape{a.num_tokens, a.num_seqs, a.num_heads, a.max_blocks_per_seq * c.block_size};
-  const AttentionStepPlan sp = a.plan.num_splits > 0 ? a.plan : plan_attention_splits(shape, c, dev);
+  return attention_kernel(a, c, attention_route(shape, c, dev),
+                          sp.num_splits > 0 ? sp : plan_attention_splits(shape, c, dev), 0);
+}
+
+Status CudaBackend::attention_kernel(const PagedAttentionArgs& a, const KvCacheLayer& c, AttentionRoute route,
+                                     const AttentionStepPlan& sp, int64_t first_row) {
   if (sp.num_splits < 1 || (sp.num_splits > 1 && sp.split_len <= 0))
     return InvalidArgument("paged_attention: bad attention plan");
-  const AttentionRoute route = attention_route(shape, c, dev);
   // A graph-captured step reads its own plan at run time: the launch holds max_splits splits.
   const bool device_plan =
       a.device_plan != nullptr && (route == AttentionRoute::kDecode || route == AttentionRoute::kExact);
@@ -97,6 +126,7 @@ Status CudaBackend::paged_attention(const PagedAttentionArgs& a, const KvCacheLa
   plan.split_len = sp.split_len;
   plan.grid_splits = device_plan ? sp.max_splits : sp.num_splits;
   plan.device = device_plan ? a.device_plan : nullptr;
+  plan.first_row = first_row;
   if (plan.grid_splits > 1) {
     const int64_t floats = attention_workspace_floats(a.num_tokens, a.num_heads, c.head_dim, plan.grid_splits);
     RETURN_IF_ERROR(ensure_scratch(&attn_partial_, static_cast<size_t>(floats) * sizeof(float)));

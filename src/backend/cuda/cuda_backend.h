@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/attention_plan.h"
 #include "backend/cuda/cuda_factory.h"
 
 namespace lancet::cuda {
@@ -148,6 +149,10 @@ class CudaBackend final : public Backend {
   CudaBackend() = default;
   // Grows a scratch buffer to at least nbytes (single stream: reuse is ordered).
   Status ensure_scratch(Buffer* buf, size_t nbytes);
+  // One attention kernel (the route's) over the sequences of a under the split plan sp
+  // (paged_attention runs a mixed step as two such calls); first_row is a's query_start[0].
+  Status attention_kernel(const PagedAttentionArgs& a, const KvCacheLayer& c, AttentionRoute route,
+                          const AttentionStepPlan& sp, int64_t first_row);
   // kFp8Scaled plans are built with the first call's scale vectors (a_scale [m], b_scale [n]).
   StatusOr<GemmPlan*> gemm_plan(int64_t n, int64_t m, int64_t k, unsigned align, GemmKind kind, GemmOut out,
                                 const float* a_scale = nullptr, const float* b_scale = nullptr);

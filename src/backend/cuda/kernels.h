@@ -62,6 +62,9 @@ struct AttentionPlan {
   int grid_splits = 1;    // the launch's splits, and the partial buffer's stride
   const int32_t* device = nullptr;  // [2] {num_splits, split_len}, or null
   float* partial = nullptr;  // [num_tokens, num_heads, grid_splits, head_dim + 2] when grid_splits > 1
+  // The first query row of the launch's sequences (query_start[0]; > 0 for the prompt part of
+  // a mixed step): partial's rows count from it. Prompt kernels only; decode launches start at 0.
+  int64_t first_row = 0;
 };
 
 // Query heads of one KV head that one CTA handles (the grid's head chunking).

@@ -44,9 +44,11 @@ struct PrefillParams {
   const int32_t* block_tables;  // [num_seqs, max_blocks_per_seq]
   const void* k_cache;          // [num_blocks, block_size, num_kv_heads, D]
   const void* v_cache;
-  float* partial;               // [num_tokens, num_heads, num_splits, D + 2] when num_splits > 1
+  float* partial;               // [num_tokens, num_heads, num_splits, D + 2] when num_splits > 1,
+                                // rows from first_row
   unsigned* err;
   int64_t num_blocks;
+  int64_t first_row;            // query_start[0]: the launch's first query row
   int num_seqs, num_heads, num_kv_heads, group, max_blocks_per_seq, block_size;
   int tokens_per_cta;  // kRowsPerCta / group
   int num_splits, split_len;  // split_len: a multiple of kSplitAlign
@@ -345,7 +347,7 @@ __global__ void __launch_bounds__(kThreads, 2) flash_prefill_gqa_kernel(PrefillP
         for (int n = 0; n < D / 8; ++n)
           *reinterpret_cast<float2*>(dst + n * 8 + tig * 2) = make_float2(o[mt][n][2 * h] * inv, o[mt][n][2 * h + 1] * inv);
       } else {
-        float* part = p.partial + (oh * p.num_splits + split) * (D + 2);
+        float* part = p.partial + ((oh - p.first_row * p.num_heads) * p.num_splits + split) * (D + 2);
 #pragma unroll
         for (int n = 0; n < D / 8; ++n)
           *reinterpret_cast<float2*>(part + n * 8 + tig * 2) =
@@ -395,6 +397,7 @@ cudaError_t launch_attention_prefill_sm80(const PagedAttentionArgs& a, const KvC
   p.k_cache = c.k;
   p.v_cache = c.v;
   p.partial = plan.partial;
+  p.first_row = plan.first_row;
   p.err = err;
   p.num_blocks = c.num_blocks;
   p.num_seqs = static_cast<int>(a.num_seqs);
@@ -419,7 +422,8 @@ cudaError_t launch_attention_prefill_sm80(const PagedAttentionArgs& a, const KvC
   else
     return cudaErrorInvalidValue;
   if (e != cudaSuccess || p.num_splits == 1) return e;
-  return launch_attention_merge(p.partial, a.num_tokens * a.num_heads, p.num_splits, nullptr, c.head_dim, p.out, s);
+  return launch_attention_merge(p.partial, a.num_tokens * a.num_heads, p.num_splits, nullptr, c.head_dim,
+                                p.out + plan.first_row * a.num_heads * c.head_dim, s);
 }
 
 }  // namespace lancet::cuda

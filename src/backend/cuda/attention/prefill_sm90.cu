@@ -116,6 +116,7 @@ cudaError_t launch_attention_prefill_sm90(const PagedAttentionArgs& a, const KvC
   p.k_cache = c.k;
   p.v_cache = c.v;
   p.partial = plan.partial;
+  p.first_row = plan.first_row;
   p.err = err;
   p.num_blocks = c.num_blocks;
   p.num_seqs = static_cast<int>(a.num_seqs);
@@ -144,7 +145,8 @@ cudaError_t launch_attention_prefill_sm90(const PagedAttentionArgs& a, const KvC
   const cudaError_t e = c.head_dim == 128 ? launch(std::integral_constant<int, 128>{})
                                           : launch(std::integral_constant<int, 64>{});
   if (e != cudaSuccess || p.num_splits == 1) return e;
-  return launch_attention_merge(p.partial, a.num_tokens * a.num_heads, p.num_splits, nullptr, c.head_dim, p.out, s);
+  return launch_attention_merge(p.partial, a.num_tokens * a.num_heads, p.num_splits, nullptr, c.head_dim,
+                                p.out + plan.first_row * a.num_heads * c.head_dim, s);
 }
 
 }  // namespace lancet::cuda

@@ -28,9 +28,11 @@ struct Sm90Params {
   const int32_t* block_tables;  // [num_seqs, max_blocks_per_seq]
   const void* k_cache;          // [num_blocks, block_size, num_kv_heads, D] (bf16 or e4m3)
   const void* v_cache;
-  float* partial;               // [num_tokens, num_heads, num_splits, D + 2] when num_splits > 1
+  float* partial;               // [num_tokens, num_heads, num_splits, D + 2] when num_splits > 1,
+                                // rows from first_row
   unsigned* err;
   int64_t num_blocks;
+  int64_t first_row;            // query_start[0]: the launch's first query row
   int num_seqs, num_heads, num_kv_heads, group, max_blocks_per_seq, block_size;
   int tokens_per_cta;  // kRows / group
   int tiles;           // bound on the (sequence, token tile) pairs of the batch
