@@ -58,6 +58,12 @@ void add_runtime_flags(CLI::App& app, RuntimeConfig* c) {
                  "time budget per step in ms: prompt chunks are cut to what the measured step costs say fits "
                  "beside the decodes, bounding the streams' inter-token gaps during long prefills (0 = off)")
       ->capture_default_str();
+  app.add_option("--capacity-policy", c->capacity_policy,
+                 "when the KV cache fills: max-utilization (admit while the next chunk fits; preempt and "
+                 "recompute the newest when blocks run out) or guaranteed-no-evict (admit only what the cache "
+                 "holds to every sequence's prompt + max_tokens; new requests wait instead)")
+      ->check(CLI::IsMember({"max-utilization", "guaranteed-no-evict"}))
+      ->capture_default_str();
   app.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", c->enable_prefix_caching,
                "reuse KV blocks of shared prompt prefixes (default on)");
   app.add_option("--kv-offload", c->kv_offload.url,

@@ -180,6 +180,11 @@ bool Scheduler::allocate_or_preempt(Sequence* seq, int64_t n, SchedulerOutput* o
 
 void Scheduler::admit_waiting(SchedulerOutput* out_ptr, Allowance* left) {
   SchedulerOutput& out = *out_ptr;
+  // With reserve_whole_length: the blocks the running sequences may still take, up to their
+  // whole lengths (their allocations of this step already made).
+  int64_t growth = 0;
+  if (config_.reserve_whole_length)
+    for (const Sequence* r : running_) growth += kv_->blocks_needed(r->id, r->token_limit(config_.max_model_len));
   // 2. Waiting sequences, in policy order, while budget, sequence slots and blocks allow.
   while (!waiting_.empty() && left->budget > 0 && static_cast<int64_t>(running_.size()) < config_.max_num_seqs) {
     Sequence* seq = waiting_.front();
@@ -192,11 +197,15 @@ void Scheduler::admit_waiting(SchedulerOutput* out_ptr, Allowance* left) {
     }
     const int64_t want = seq->num_tokens_with_inflight() - seq->num_computed;
     const int64_t n = prompt_chunk(*seq, want, *left);
-    if (n <= 0 || !kv_->allocate(seq->id, seq->num_computed + n)) {
+    const int64_t limit = seq->token_limit(config_.max_model_len);
+    const bool reserved = !config_.reserve_whole_length || running_.empty() ||
+                          growth + kv_->blocks_needed(seq->id, limit) <= kv_->num_free_blocks();
+    if (n <= 0 || !reserved || !kv_->allocate(seq->id, seq->num_computed + n)) {
       kv_->free(seq->id);  // give the prefix hits back; retry next step
       seq->num_computed = 0;
       break;
     }
+    if (config_.reserve_whole_length) growth += kv_->blocks_needed(seq->id, limit);
     // Counted once admitted (a failed allocation retries the match next step), and for new
     // requests only, as vLLM does: a preempted one recomputes its own earlier blocks.
     if (matched_now && seq->num_preemptions == 0) kv_->count_prefix_query(seq->num_tokens(), local_hits);

@@ -9,7 +9,9 @@
 //      is preempted: its blocks are freed and it goes back to the waiting queue to be
 //      recomputed later (with prefix caching, its full blocks are usually still cached);
 //   2. then waiting sequences in the policy's order, prefix-cache hits first, with chunked
-//      prefill: a long prompt takes whatever budget is left and continues next step.
+//      prefill: a long prompt takes whatever budget is left and continues next step; with
+//      reserve_whole_length, only while the cache can hold every running sequence and the
+//      new one to their whole lengths (no preemption for blocks).
 // With max_step_ms, prompt chunks are also cut to what the step cost model predicts fits in
 // that time beside the step's decodes (the first chunk of a step keeps kMinTimedChunk tokens).
 // Priorities (lower value first; the server's batch requests run at kBatchPriority): before
@@ -48,6 +50,14 @@ struct SchedulerConfig {
   // Prompt tokens per step for all sequences of a priority above kInteractivePriority together
   // (0 = no cap beyond the budget).
   int64_t low_priority_prefill_tokens = 0;
+  // Admission under a full cache. false (max-utilization): a waiting sequence is admitted when
+  // its first chunk fits; when blocks run out, a running sequence is preempted and recomputed
+  // later. true (guaranteed-no-evict): admission reserves each sequence's whole length
+  // (token_limit: prompt + max_tokens within max_model_len), so a sequence is admitted only
+  // when the free blocks cover what the running ones may still grow by plus its own length;
+  // running sequences are then never preempted for blocks (drafts aside) and new ones wait
+  // instead. A sequence is always admitted into an empty engine, so none waits forever.
+  bool reserve_whole_length = false;
   // A time budget per step (ms; 0 = none): once the step cost model (set_cost_model) is
   // fitted, prompt chunks are cut so that the step's predicted time stays within it, beside
   // the decodes it runs; the first prompt chunk of a step always gets at least

@@ -32,6 +32,9 @@ Status RuntimeConfig::validate() const {
   if (long_prefill_token_threshold < 0) return InvalidArgument("--long-prefill-token-threshold must be positive");
   if (!(max_step_ms >= 0) || max_step_ms > 1e6) return InvalidArgument("--max-step-ms must be between 0 and 1e6");
   if (low_priority_prefill_tokens < 0) return InvalidArgument("--batch-prefill-tokens must not be negative");
+  if (capacity_policy != "max-utilization" && capacity_policy != "guaranteed-no-evict")
+    return InvalidArgument("--capacity-policy must be max-utilization or guaranteed-no-evict, got '" +
+                           capacity_policy + "'");
   if (kv_cache_dtype != "auto" && kv_cache_dtype != "float32" && kv_cache_dtype != "bfloat16" &&
       kv_cache_dtype != "bf16" && kv_cache_dtype != "fp8" && kv_cache_dtype != "fp8_e4m3")
     return InvalidArgument("--kv-cache-dtype must be auto, float32, bfloat16 or fp8 (fp8_e4m3), got '" +

@@ -50,6 +50,10 @@ struct RuntimeConfig {
   double max_step_ms = 0;
   // Prompt tokens per step of all low-priority (batch) sequences together; 0 = no cap.
   int64_t low_priority_prefill_tokens = 0;
+  // Admission when the KV cache fills (SchedulerConfig::reserve_whole_length):
+  // "max-utilization" admits while the next chunk fits and preempts (recompute) when blocks run
+  // out; "guaranteed-no-evict" admits only what the cache holds to every sequence's whole length.
+  std::string capacity_policy = "max-utilization";
   bool enable_prefix_caching = true;
   // Schedule and prepare step N+1 while the device runs step N (EngineConfig::async_scheduling).
   // Unset: on with the CUDA backend (same tokens, 3-4% more throughput on an H200,

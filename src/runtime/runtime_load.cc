@@ -255,6 +255,7 @@ EngineConfig Runtime::engine_config() const {
   ec.scheduler.long_prefill_token_threshold = config_.long_prefill_token_threshold;
   ec.scheduler.max_step_ms = config_.max_step_ms;
   ec.scheduler.low_priority_prefill_tokens = config_.low_priority_prefill_tokens;
+  ec.scheduler.reserve_whole_length = config_.capacity_policy == "guaranteed-no-evict";
   ec.enable_prefix_caching = config_.enable_prefix_caching;
   ec.async_scheduling = config_.async_scheduling.value_or(false);  // resolved by create()
   for (int64_t e : mc.eos_token_ids) ec.eos_token_ids.push_back(static_cast<int32_t>(e));
