@@ -115,20 +115,21 @@ AttentionStepPlan plan_single_route(const AttentionShape& s, const KvCacheLayer&
   return AttentionStepPlan{1, 0, 1};
 }
 
-}  // namespace
-
-AttentionShape attention_decode_part(const AttentionShape& s) {
+// The two parts of a mixed step as single-route shapes.
+AttentionShape decode_part(const AttentionShape& s) {
   return AttentionShape{s.decode_tokens, s.decode_seqs, s.num_heads, s.max_context_len, 0, 0};
 }
 
-AttentionShape attention_prompt_part(const AttentionShape& s) {
+AttentionShape prompt_part(const AttentionShape& s) {
   return AttentionShape{s.num_tokens - s.decode_tokens, s.num_seqs - s.decode_seqs, s.num_heads, s.max_context_len,
                         0, 0};
 }
 
+}  // namespace
+
 AttentionStepPlan plan_attention_splits(const AttentionShape& s, const KvCacheLayer& c, const AttentionDevice& d) {
   if (s.decode_seqs > 0 && s.decode_seqs < s.num_seqs && s.decode_tokens > 0 && s.decode_tokens < s.num_tokens) {
-    const AttentionShape dec = attention_decode_part(s), pro = attention_prompt_part(s);
+    const AttentionShape dec = decode_part(s), pro = prompt_part(s);
     if (attention_route(dec, c, d) == AttentionRoute::kDecode &&
         attention_route(pro, c, d) == AttentionRoute::kPrefillPacked) {
       AttentionStepPlan p = plan_single_route(pro, c, d);

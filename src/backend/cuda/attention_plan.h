@@ -42,8 +42,4 @@ AttentionRoute attention_route(const AttentionShape& s, const KvCacheLayer& c, c
 // three of them used, reading its whole context at the cost of a full tile.
 AttentionStepPlan plan_attention_splits(const AttentionShape& s, const KvCacheLayer& c, const AttentionDevice& d);
 
-// The two parts of a mixed step's plan as single-route shapes (only when plan.decode_seqs > 0).
-AttentionShape attention_decode_part(const AttentionShape& s);
-AttentionShape attention_prompt_part(const AttentionShape& s);
-
 }  // namespace lancet::cuda
