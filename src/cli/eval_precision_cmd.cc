@@ -133,8 +133,6 @@ Status run(const EvalPrecisionFlags& f) {
   const bool e4m3_query = f.fp8_attention_math == "e4m3" || e4m3_pv;
   if (e4m3_query && !fp8_kv)
     return InvalidArgument("--fp8-attention-math " + f.fp8_attention_math + " needs --kv-cache-dtype fp8");
-  if (e4m3_pv && f.backend != "cpu")
-    return InvalidArgument("--fp8-attention-math e4m3-pv is estimated on the cpu backend only");
   const std::string& rk = f.reference_kv_cache_dtype;
   if (rk != "float32" && rk != "bfloat16" && rk != "fp8")
     return InvalidArgument("--reference-kv-cache-dtype must be float32, bfloat16 or fp8");
@@ -289,8 +287,8 @@ int cmd_eval_precision(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--fp8-attention-math", f.fp8_attention_math,
                  "with --kv-cache-dtype fp8: f16, e4m3 (prompt chunks round the query to E4M3 per row, as "
-                 "the GPU's FP8 Q K^T path), or e4m3-pv (P in E4M3 too, FlashAttention-3's FP8 P V; an "
-                 "estimate on the cpu backend: its key chunks are not the GPU's tiles)")
+                 "the GPU's FP8 Q K^T path), or e4m3-pv (P in E4M3 too, FlashAttention-3's FP8 P V; on the "
+                 "cpu backend an estimate: its key chunks are not the GPU's tiles)")
       ->capture_default_str();
   app.add_option("--reference-kv-cache-dtype", f.reference_kv_cache_dtype,
                  "the reference path's KV cache: float32, bfloat16, or fp8 (the test path's cache and scales, "

@@ -45,8 +45,8 @@ void add_runtime_flags(CLI::App& app, RuntimeConfig* c) {
                  "GPU GEMM inputs: fast (bf16) or exact (bf16 hi+lo, twice the tensor-core work)")
       ->capture_default_str();
   app.add_option("--fp8-attention-math", c->fp8_attention_math,
-                 "FP8 KV cache: f16 (E4M3 widened, 16-bit query) or e4m3 (prompt chunks round the query to "
-                 "E4M3 for FP8 Q K^T on sm_90a)")
+                 "FP8 KV cache: f16 (E4M3 widened, 16-bit query), e4m3 (prompt chunks round the query to "
+                 "E4M3 for FP8 Q K^T on sm_90a) or e4m3-pv (P rounded to E4M3 too, FP8 P V; docs/FP8.md)")
       ->capture_default_str();
   app.add_option("--max-num-seqs", c->max_num_seqs, "sequences per step")->capture_default_str();
   app.add_option("--max-num-batched-tokens", c->max_num_batched_tokens, "tokens per step (chunked prefill)")

@@ -44,8 +44,8 @@ Status RuntimeConfig::validate() const {
   if (backend != "cpu" && backend != "cuda") return InvalidArgument("--backend must be cpu or cuda");
   if (activation_precision != "fast" && activation_precision != "exact")
     return InvalidArgument("--activation-precision must be fast or exact, got '" + activation_precision + "'");
-  if (fp8_attention_math != "f16" && fp8_attention_math != "e4m3")
-    return InvalidArgument("--fp8-attention-math must be f16 or e4m3, got '" + fp8_attention_math + "'");
+  if (fp8_attention_math != "f16" && fp8_attention_math != "e4m3" && fp8_attention_math != "e4m3-pv")
+    return InvalidArgument("--fp8-attention-math must be f16, e4m3 or e4m3-pv, got '" + fp8_attention_math + "'");
   if (num_threads < 0) return InvalidArgument("--threads must be positive");
   if (max_logprobs < 0) return InvalidArgument("--max-logprobs must be positive");
   ASSIGN_OR_RETURN(const SpeculativeConfig spec, parse_speculative_config(speculative_config));

@@ -72,8 +72,9 @@ struct RuntimeConfig {
   // the steps then run eagerly and a little slower. For benchmarks (--profile-steps).
   bool profile_ops = false;
   std::string activation_precision = "fast";  // "fast" (bf16 GEMM inputs) or "exact" (backend.h)
-  // Attention over an FP8 KV cache: "f16" (E4M3 widened, 16-bit Q) or "e4m3" (prompt chunks
-  // round Q to E4M3 per row for FP8 Q K^T; backend.h Fp8AttentionMath).
+  // Attention over an FP8 KV cache: "f16" (E4M3 widened, 16-bit Q), "e4m3" (prompt chunks
+  // round Q to E4M3 per row for FP8 Q K^T) or "e4m3-pv" (P in E4M3 too, FP8 P V; backend.h
+  // Fp8AttentionMath).
   std::string fp8_attention_math = "f16";
   int32_t max_logprobs = 20;
   // Parse special-token strings inside chat message content too (what HF's

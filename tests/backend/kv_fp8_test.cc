@@ -294,7 +294,9 @@ TEST(KvFp8, E4m3QueryAndPRoundsTheProbabilities) {
   const std::vector<double> ref = reference_attention(
       prompt, Q, H, KVH, D, [&](size_t s, int64_t i) { return dequantized(K[s][i], k_scale); },
       [&](size_t s, int64_t i) { return dequantized(V[s][i], v_scale); },
-      [](double p) { return static_cast<double>(fp8e4m3_to_f32(f32_to_fp8e4m3(static_cast<float>(p), true))); });
+      [](double p) {  // p * 256 in E4M3, as the GPU's FP8 P V
+        return static_cast<double>(fp8e4m3_to_f32(f32_to_fp8e4m3(static_cast<float>(p * 256.0), true))) / 256.0;
+      });
   const std::vector<float> with_p = run(prompt, Fp8AttentionMath::kE4m3QueryAndP);
   const std::vector<float> query_only = run(prompt, Fp8AttentionMath::kE4m3Query);
   ASSERT_EQ(with_p.size(), ref.size());

@@ -105,7 +105,8 @@ inline std::vector<float> write_and_attend(Backend& be, const KvCacheLayer& cach
 // over its sequence's keys. kval(s, i) / vval(s, i) give element i of sequence s's K / V (as
 // the cache holds it: rounded to bf16, dequantized FP8, or exact). Returns [sum of q_len,
 // num_heads * head_dim], in the same order as write_and_attend's output. p_round, when given,
-// rounds each probability exp(s - max) before it weighs V and joins the sum.
+// rounds each probability exp(s - max) before it weighs V (the sum stays over the unrounded
+// probabilities, as the FP8 P V paths keep it).
 template <typename KVal, typename VVal>
 std::vector<double> reference_attention(const std::vector<SeqSpec>& seqs, const std::vector<std::vector<float>>& Q,
                                         int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, KVal kval,
@@ -131,8 +132,8 @@ std::vector<double> reference_attention(const std::vector<SeqSpec>& seqs, const 
         double sum = 0;
         for (double& x : sc) {
           x = std::exp(x - m);
-          if (p_round) x = p_round(x);
           sum += x;
+          if (p_round) x = p_round(x);
         }
         for (int64_t k = 0; k < head_dim; ++k) {
           double o = 0;

@@ -98,8 +98,9 @@ void run_attention(const Geometry& geo, int64_t block_size, DType kv_dtype, cons
   const auto q = random_floats(T * q_row, seed + 3, 2.0f);
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const bool prompt_route = precision == ActivationPrecision::kFast && T >= 64 && T >= 4 * S;
-  const bool e4m3_query = fp8_math == Fp8AttentionMath::kE4m3Query && kv_dtype == DType::kF8E4M3 && prompt_route &&
+  const bool e4m3_query = fp8_math != Fp8AttentionMath::kF16 && kv_dtype == DType::kF8E4M3 && prompt_route &&
                           cuda::list_devices().at(0).sm_major == 9;
+  const bool e4m3_p = e4m3_query && fp8_math == Fp8AttentionMath::kE4m3QueryAndP;
   std::vector<float> q_ref = q;
   if (e4m3_query) {
     for (int64_t row = 0; row < T * geo.num_heads; ++row) {
@@ -137,7 +138,7 @@ void run_attention(const Geometry& geo, int64_t block_size, DType kv_dtype, cons
                      " D=" + std::to_string(D) + " bs=" + std::to_string(block_size) + " " + dtype_name(kv_dtype) +
                      " seqs:";
   for (const SeqSpec& s : seqs) what += " (" + std::to_string(s.cached) + "+" + std::to_string(s.q_len) + ")";
-  if (e4m3_query) what += " e4m3 query";
+  if (e4m3_query) what += e4m3_p ? " e4m3 query and P" : " e4m3 query";
   // FP8: the scale is applied to q.k and to the output instead of to each element (a few
   // ulps of f32 apart).
   // Tensor cores: Q, K, V and P rounded to BF16 (relative error 2^-9 each) give an NMSE of
@@ -145,7 +146,9 @@ void run_attention(const Geometry& geo, int64_t block_size, DType kv_dtype, cons
   // In the fast mode every row of a bf16 or fp8 cache runs on tensor cores (prompt chunks in
   // the prefill kernel, the rest in the decode kernel); f32 caches keep the CUDA-core decode.
   const bool flash = precision == ActivationPrecision::kFast && (prompt_route || kv_dtype != DType::kF32);
-  const double bound = flash ? 1e-4 : fp8 ? 1e-8 : 1e-9;
+  // E4M3 P (p * 256 rounded to 3 mantissa bits, relative error up to 2^-4): against the
+  // reference's unrounded P, an NMSE of a few 1e-4 on these inputs.
+  const double bound = e4m3_p ? 2e-3 : flash ? 1e-4 : fp8 ? 1e-8 : 1e-9;
   expect_nmse(to_host<float>(*g, *dout, ref.size()), ref, bound, what + (flash ? " (tensor cores)" : ""));
 
   // The step's plan made once from the real lengths (Backend::plan_attention), run eagerly and
@@ -308,6 +311,25 @@ TEST(CudaAttention, TensorCorePrefillE4m3QueryMatchesReference) {
     }
   // Decode rows keep the FP16 query under this setting.
   run_attention({32, 8, 128}, 16, DType::kF8E4M3, {{5, 1}, {700, 1}, {8191, 1}}, 45, fast, m);
+}
+
+TEST(CudaAttention, TensorCorePrefillE4m3QueryAndPMatchesReference) {
+  // FP8 caches with the query and P rounded to E4M3 (Fp8AttentionMath::kE4m3QueryAndP): P V on
+  // E4M3 wgmma over V transposed by the producer; head_dim 64 and 128, GQA 1-20, pages of 1
+  // and 16, partial and masked tiles, split-KV, a mixed step's plan, decode rows (FP16 query).
+  std::vector<Geometry> geos(std::begin(kGeometries), std::end(kGeometries));
+  geos.push_back({40, 2, 128});
+  const auto m = Fp8AttentionMath::kE4m3QueryAndP;
+  const auto fast = ActivationPrecision::kFast;
+  for (const Geometry& geo : geos)
+    for (int64_t bs : {1, 16}) {
+      run_attention(geo, bs, DType::kF8E4M3, {{0, 64}}, 51, fast, m);
+      run_attention(geo, bs, DType::kF8E4M3, {{0, 769}}, 52, fast, m);
+      run_attention(geo, bs, DType::kF8E4M3, {{8743, 257}}, 53, fast, m);
+      run_attention(geo, bs, DType::kF8E4M3, {{0, 100}, {5, 1}, {300, 64}, {17, 130}}, 54, fast, m);
+      run_attention(geo, bs, DType::kF8E4M3, {{5, 1}, {3000, 2}, {300, 64}, {8743, 257}}, 55, fast, m);
+    }
+  run_attention({32, 8, 128}, 16, DType::kF8E4M3, {{5, 1}, {700, 1}, {8191, 1}}, 56, fast, m);
 }
 
 TEST(CudaAttention, TensorCoreDecodeMatchesReference) {

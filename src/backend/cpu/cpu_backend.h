@@ -43,7 +43,8 @@ class CpuBackend final : public Backend {
   Status kv_block_write(std::span<const KvCacheLayer> layers, int64_t block, const void* host) override;
   // kE4m3Query emulates the GPU's E4M3 query on prompt-chunk steps over fp8 caches (the same
   // per-row rounding), so `lancet eval-precision` measures what that path costs;
-  // kE4m3QueryAndP also rounds P to E4M3 (an estimate of an FP8 P V path).
+  // kE4m3QueryAndP also rounds P to E4M3 as the GPU does (p * 256; the row sums unrounded):
+  // an estimate, since the CPU's key chunks are not the GPU's tiles.
   void set_fp8_attention_math(Fp8AttentionMath m) override { fp8_attention_ = m; }
   Status gather_rows(const float* x, int64_t n, int64_t d, const int32_t* rows, int64_t r,
                      float* out) override;

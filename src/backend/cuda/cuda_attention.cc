@@ -138,8 +138,7 @@ Status CudaBackend::attention_kernel(const PagedAttentionArgs& a, const KvCacheL
       return launch_status(launch_attention_prefill_f32_cache(a, c, err, ctx_->stream), "paged_attention");
     case AttentionRoute::kPrefillPacked:
       if (current_device_sm() == 90 && attention_prefill_sm90_available())
-        return launch_status(launch_attention_prefill_sm90(a, c, plan, fp8_attention_ == Fp8AttentionMath::kE4m3Query,
-                                                           err, ctx_->stream),
+        return launch_status(launch_attention_prefill_sm90(a, c, plan, fp8_attention_, err, ctx_->stream),
                              "paged_attention");
       return launch_status(launch_attention_prefill_sm80(a, c, plan, err, ctx_->stream), "paged_attention");
     case AttentionRoute::kDecode:

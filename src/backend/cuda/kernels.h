@@ -108,11 +108,12 @@ cudaError_t launch_attention_prefill_sm80(const PagedAttentionArgs& a, const KvC
 // and fp8 caches, head_dim 64 or 128; same arguments, results and split-KV plans as
 // launch_attention_prefill_sm80 (any split_len). Available when the build holds its sm_90a
 // image and the device is an sm_90 GPU.
-// fp8_query (fp8 caches only): each query row rounded to E4M3 under its own scale and Q K^T on
-// the FP8 tensor cores (Fp8AttentionMath::kE4m3Query); else Q in FP16.
+// fp8_math (fp8 caches only): kE4m3Query rounds each query row to E4M3 under its own scale and
+// runs Q K^T on the FP8 tensor cores; kE4m3QueryAndP also rounds P (times 256) to E4M3 and runs
+// P V on them over V transposed in shared memory; kF16 keeps Q and P in FP16.
 bool attention_prefill_sm90_available();
 cudaError_t launch_attention_prefill_sm90(const PagedAttentionArgs& a, const KvCacheLayer& cache,
-                                          const AttentionPlan& plan, bool fp8_query, unsigned* err,
+                                          const AttentionPlan& plan, Fp8AttentionMath fp8_math, unsigned* err,
                                           cudaStream_t s);
 
 // Prefill attention on tensor cores for any cache dtype (attention/prefill_f32_cache.cu; the

@@ -15,9 +15,11 @@
 // FP16, the K scale goes into the score scale and the V scale onto the output. With an E4M3
 // query (Fp8AttentionMath::kE4m3Query) the consumers round each query row to E4M3 under its
 // own scale and Q K^T runs on E4M3 wgmma from the K tiles as the cache holds them (no
-// widening of K; the row's scale joins the score scale); P V is as above. FP32
-// accumulation; scores scaled in f32. Split-KV writes the partial results that
-// launch_attention_merge combines, like the other kernels.
+// widening of K; the row's scale joins the score scale); P V is as above, or (E4M3 query and
+// P, Fp8AttentionMath::kE4m3QueryAndP) on E4M3 wgmma with P times 256 rounded to E4M3 and V
+// transposed to key-major E4M3 rows by the producer. FP32 accumulation; scores scaled in f32.
+// Split-KV writes the partial results that launch_attention_merge combines, like the other
+// kernels.
 #include <type_traits>
 
 #include "backend/cuda/attention/prefill_sm90_consumer.cuh"
@@ -58,10 +60,10 @@ __global__ void __launch_bounds__(kThreads, 1) attention_prefill_sm90_kernel(con
   // (the consumers' tile and descriptor arithmetic then stays in uniform registers).
   const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
   if (wg == 0) {
-    sm90::regs_dealloc<80>();
+    sm90::regs_dealloc<Ly::kProducerRegs>();
     produce<D, KV>(p, w, n_tiles, kr, vr, smem, base, base + Ly::kStagingOffset);
   } else {
-    sm90::regs_alloc<208>();
+    sm90::regs_alloc<Ly::kConsumerRegs>();
     consume<D, KV>(p, w, n_tiles, wg - 1, smem, base, kr, vr);
   }
 #else
@@ -95,7 +97,7 @@ bool attention_prefill_sm90_available() {
 }
 
 cudaError_t launch_attention_prefill_sm90(const PagedAttentionArgs& a, const KvCacheLayer& c,
-                                          const AttentionPlan& plan, bool fp8_query, unsigned* err,
+                                          const AttentionPlan& plan, Fp8AttentionMath fp8_math, unsigned* err,
                                           cudaStream_t s) {
   if (a.num_tokens <= 0) return cudaSuccess;
   if (a.num_tokens > 0x3fffffffLL || a.num_seqs <= 0 || c.num_kv_heads <= 0 || a.num_heads % c.num_kv_heads != 0)
@@ -132,10 +134,14 @@ cudaError_t launch_attention_prefill_sm90(const PagedAttentionArgs& a, const KvC
   p.split_len = plan.split_len;
   p.score_scale = a.scale * kLog2e * (fp8 ? c.k_scale : 1.0f);
   p.v_scale = fp8 ? c.v_scale : 1.0f;
-  const Sm90Kv kv = !fp8 ? Sm90Kv::kBf16 : fp8_query ? Sm90Kv::kFp8Query : Sm90Kv::kFp8;
+  const Sm90Kv kv = !fp8                                              ? Sm90Kv::kBf16
+                    : fp8_math == Fp8AttentionMath::kE4m3QueryAndP ? Sm90Kv::kFp8QueryP
+                    : fp8_math == Fp8AttentionMath::kE4m3Query     ? Sm90Kv::kFp8Query
+                                                                   : Sm90Kv::kFp8;
   auto launch = [&](auto dim) {
     constexpr int D = decltype(dim)::value;
     switch (kv) {
+      case Sm90Kv::kFp8QueryP: return launch_typed<D, Sm90Kv::kFp8QueryP>(p, s);
       case Sm90Kv::kFp8Query: return launch_typed<D, Sm90Kv::kFp8Query>(p, s);
       case Sm90Kv::kFp8: return launch_typed<D, Sm90Kv::kFp8>(p, s);
       case Sm90Kv::kBf16: break;

@@ -99,14 +99,28 @@ __device__ __forceinline__ void issue_qk(float (&s)[64], uint32_t sq, uint32_t s
   }
 }
 
+// k-steps of P V per tile: 16 keys per step on 16-bit P, 32 on E4M3 P.
+template <Sm90Kv KV>
+constexpr int kPvSteps = p_fp8(KV) ? kKeys / 32 : kKeys / 16;
+
 // O += P V with P in registers (issued, not waited for).
 template <int D, Sm90Kv KV>
-__device__ __forceinline__ void issue_pv(float (&o)[D / 2], const unsigned (&pa)[kKeys / 16][4], uint32_t sv) {
+__device__ __forceinline__ void issue_pv(float (&o)[D / 2], const unsigned (&pa)[kPvSteps<KV>][4], uint32_t sv) {
   using Ly = Sm90Layout<D, KV>;
   constexpr bool F8 = kv_fp8(KV);
+  if constexpr (p_fp8(KV)) {
+    // V^T: D rows of 128 key bytes, K-major; a k-step is 32 bytes along the rows.
+    const uint64_t dv0 = sm90::desc_k_major(sv);
+#pragma unroll
+    for (int t = 0; t < kPvSteps<KV>; ++t) {
+      if constexpr (D == 128) sm90::wgmma_m64n128k32_rs_e4m3(o, pa[t], sm90::desc_advance(dv0, t * 32), 1);
+      else sm90::wgmma_m64n64k32_rs_e4m3(o, pa[t], sm90::desc_advance(dv0, t * 32), 1);
+    }
+    return;
+  }
   const uint64_t db0 = sm90::desc_mn_major(sv, Ly::kKvBlock);
 #pragma unroll
-  for (int t = 0; t < kKeys / 16; ++t) {
+  for (int t = 0; t < kPvSteps<KV>; ++t) {
     const uint64_t db = sm90::desc_advance(db0, t * 16 * 128);
     if constexpr (D == 128 && F8) sm90::wgmma_m64n128k16_rs_f16(o, pa[t], db, 1);
     else if constexpr (D == 128) sm90::wgmma_m64n128k16_rs_bf16(o, pa[t], db, 1);
@@ -125,9 +139,10 @@ struct RowState {
 
 // Masks the scores of the tile at k0 where it reaches past a row's position (or the key range),
 // turns them into P (the MMA type, the wgmma A fragment) and rescales O.
-template <int D, MmaType T>
-__device__ __forceinline__ void softmax_tile(float (&s)[64], unsigned (&pa)[kKeys / 16][4], float (&o)[D / 2],
+template <int D, Sm90Kv KV>
+__device__ __forceinline__ void softmax_tile(float (&s)[64], unsigned (&pa)[kPvSteps<KV>][4], float (&o)[D / 2],
                                              RowState& st, int k0, int ke) {
+  constexpr MmaType T = kMmaType<KV>;
   const int tig = threadIdx.x % 4;
   if (k0 + kKeys - 1 > st.first_pos || k0 + kKeys > ke) {
 #pragma unroll
@@ -152,12 +167,34 @@ __device__ __forceinline__ void softmax_tile(float (&s)[64], unsigned (&pa)[kKey
     const float corr = sm90::fast_exp2(st.m[h] * c - base_l2);
     st.m[h] = mx;
     float sum = 0.0f;
+    if constexpr (p_fp8(KV)) {
+      // p * 2^kPShift as E4M3; the sum carries the same factor. The A fragment of k-step t
+      // holds, for row g (+ 8 h), slots 4 tig .. 4 tig + 3 = this lane's scores of columns
+      // j = 4t and 4t + 1 (pa[t][h]), and slots 16 + 4 tig .. = columns 4t + 2 and 4t + 3
+      // (pa[t][2 + h]); the producer stores V^T in that key order.
+      const float base_p = base_l2 - kPShift;
 #pragma unroll
-    for (int j = 0; j < kKeys / 8; ++j) {
-      const float p0 = sm90::fast_exp2(fmaf(s[j * 4 + 2 * h], c, -base_l2));
-      const float p1 = sm90::fast_exp2(fmaf(s[j * 4 + 2 * h + 1], c, -base_l2));
-      sum += p0 + p1;
-      pa[j / 2][(j % 2) * 2 + h] = pack2<T>(p0, p1);
+      for (int t = 0; t < kKeys / 32; ++t)
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          const int j0 = 4 * t + 2 * u, j1 = j0 + 1;
+          const float p0 = sm90::fast_exp2(fmaf(s[j0 * 4 + 2 * h], c, -base_p));
+          const float p1 = sm90::fast_exp2(fmaf(s[j0 * 4 + 2 * h + 1], c, -base_p));
+          const float p2 = sm90::fast_exp2(fmaf(s[j1 * 4 + 2 * h], c, -base_p));
+          const float p3 = sm90::fast_exp2(fmaf(s[j1 * 4 + 2 * h + 1], c, -base_p));
+          sum += (p0 + p1) + (p2 + p3);
+          const unsigned lo = __nv_cvt_float2_to_fp8x2(make_float2(p0, p1), __NV_SATFINITE, __NV_E4M3);
+          const unsigned hi = __nv_cvt_float2_to_fp8x2(make_float2(p2, p3), __NV_SATFINITE, __NV_E4M3);
+          pa[t][2 * u + h] = lo | hi << 16;
+        }
+    } else {
+#pragma unroll
+      for (int j = 0; j < kKeys / 8; ++j) {
+        const float p0 = sm90::fast_exp2(fmaf(s[j * 4 + 2 * h], c, -base_l2));
+        const float p1 = sm90::fast_exp2(fmaf(s[j * 4 + 2 * h + 1], c, -base_l2));
+        sum += p0 + p1;
+        pa[j / 2][(j % 2) * 2 + h] = pack2<T>(p0, p1);
+      }
     }
     st.l[h] = st.l[h] * corr + sum;
     // Once the maxima settle, corr is exactly 1 in every lane and the rescale is skipped.
@@ -217,7 +254,6 @@ __device__ __forceinline__ void consume(const Sm90Params& p, const CtaWork& w, i
   using Ly = Sm90Layout<D, KV>;
   const int tid = threadIdx.x % 128, warp = tid / 32, g = (tid % 32) / 4;
   const int G = p.group;
-  constexpr MmaType T = kMmaType<KV>;
   float* qscale = reinterpret_cast<float*>(smem + Ly::kQScaleOffset);  // [kRows], E4M3 query only
   if constexpr (query_fp8(KV)) load_q_e4m3<D>(p, w, wg, smem, qscale);
   else load_q<D, KV>(p, w, wg, smem);
@@ -251,7 +287,7 @@ __device__ __forceinline__ void consume(const Sm90Params& p, const CtaWork& w, i
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
   float s[64];
-  unsigned pa[kKeys / 16][4];
+  unsigned pa[kPvSteps<KV>][4];
   if (n_tiles > 0) {
     if (wg == 1) sm90::named_barrier_arrive(3, 256);  // warpgroup 0 takes the first turn
     acquire(kr, 0);
@@ -263,7 +299,7 @@ __device__ __forceinline__ void consume(const Sm90Params& p, const CtaWork& w, i
     sm90::wgmma_wait<0>();
     sm90::fence_regs(s);
     release(kr, 0);
-    if (live) softmax_tile<D, T>(s, pa, o, st, key0(0), w.ke);
+    if (live) softmax_tile<D, KV>(s, pa, o, st, key0(0), w.ke);
     for (int it = 0; it + 1 < n_tiles; ++it) {
       acquire(vr, it);
       acquire(kr, it + 1);
@@ -279,7 +315,7 @@ __device__ __forceinline__ void consume(const Sm90Params& p, const CtaWork& w, i
       sm90::fence_regs(s);
       release(vr, it);
       release(kr, it + 1);
-      if (live) softmax_tile<D, T>(s, pa, o, st, key0(it + 1), w.ke);
+      if (live) softmax_tile<D, KV>(s, pa, o, st, key0(it + 1), w.ke);
     }
     const int last = n_tiles - 1;
     acquire(vr, last);

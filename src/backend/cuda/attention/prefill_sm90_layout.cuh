@@ -43,10 +43,16 @@ struct Sm90Params {
 
 // The cache and the math of a launch: a BF16 cache; an FP8 cache widened to FP16 (Q and P
 // FP16); an FP8 cache with every query row rounded to E4M3 under its own scale, so Q K^T runs
-// on E4M3 wgmma straight from the cache's bytes (P V stays FP16 on the widened V).
-enum class Sm90Kv { kBf16, kFp8, kFp8Query };
+// on E4M3 wgmma straight from the cache's bytes (P V stays FP16 on the widened V); and that
+// with P rounded to E4M3 too (scaled by 256), P V on E4M3 wgmma over V transposed in shared
+// memory (kFp8QueryP, Fp8AttentionMath::kE4m3QueryAndP).
+enum class Sm90Kv { kBf16, kFp8, kFp8Query, kFp8QueryP };
 __host__ __device__ constexpr bool kv_fp8(Sm90Kv kv) { return kv != Sm90Kv::kBf16; }
-__host__ __device__ constexpr bool query_fp8(Sm90Kv kv) { return kv == Sm90Kv::kFp8Query; }
+__host__ __device__ constexpr bool query_fp8(Sm90Kv kv) { return kv == Sm90Kv::kFp8Query || kv == Sm90Kv::kFp8QueryP; }
+__host__ __device__ constexpr bool p_fp8(Sm90Kv kv) { return kv == Sm90Kv::kFp8QueryP; }
+// P is rounded to E4M3 as p * 2^kPShift (p <= 1), keeping probabilities down to 2^-17 normal;
+// the row sums carry the same factor, so the output needs no correction.
+constexpr float kPShift = 8.0f;
 
 // MMA operand type of the 16-bit products: BF16 for bf16 caches, FP16 for fp8 caches (E4M3
 // widens to FP16 exactly).
@@ -62,15 +68,17 @@ constexpr MmaType kMmaType = kv_fp8(KV) ? MmaType::kF16 : MmaType::kBF16;
 
 template <int D, Sm90Kv KV>
 struct Sm90Layout {
-  static constexpr bool kF8 = kv_fp8(KV), kQuery8 = query_fp8(KV);
+  static constexpr bool kF8 = kv_fp8(KV), kQuery8 = query_fp8(KV), kP8 = p_fp8(KV);
   static constexpr int kBlocks = D / 64;          // 128-byte column blocks per 16-bit row
   static constexpr int kKStages = kQuery8 || D == 64 ? 4 : 3;
-  static constexpr int kVStages = D == 128 ? 2 : 4;
+  static constexpr int kVStages = D == 128 && !kP8 ? 2 : 4;
   static constexpr int kQBlock = kRows * 128;     // bytes of one Q column block
   static constexpr int kKvBlock = kKeys * 128;    // bytes of one K or V column block
   static constexpr int kQBytes = (kQuery8 ? 1 : kBlocks) * kQBlock;
   static constexpr int kKTileBytes = (kQuery8 ? 1 : kBlocks) * kKvBlock;  // one K tile
-  static constexpr int kVTileBytes = kBlocks * kKvBlock;                  // one V tile
+  // One V tile: 16-bit rows in column blocks, or (kP8) V transposed: D rows of the tile's 128
+  // keys as E4M3 bytes (a K-major B operand, keys permuted as the P fragments hold them).
+  static constexpr int kVTileBytes = kP8 ? D * 128 : kBlocks * kKvBlock;
   static constexpr int kKOffset = kQBytes;
   static constexpr int kVOffset = kKOffset + kKStages * kKTileBytes;
   // FP8: two staging slots of raw E4M3 tiles (kKeys rows of D bytes).
@@ -79,6 +87,10 @@ struct Sm90Layout {
   static constexpr int kQScaleOffset = kStagingOffset + (kF8 ? 2 * kRawTileBytes : 0);  // [kRows] floats
   static constexpr int kBarOffset = kQScaleOffset + (kQuery8 ? kRows * 4 : 0);
   static constexpr int kSmem = kBarOffset + 2 * (kKStages + kVStages) * 8 + 1024;  // + alignment slack
+  // Registers per thread after setmaxnreg (128 x producer + 256 x consumer <= 64K): the V
+  // transpose of kP8 needs more in the producer than the copies and widening of the others.
+  static constexpr int kProducerRegs = kP8 ? 104 : 80;
+  static constexpr int kConsumerRegs = kP8 ? 192 : 208;
   static_assert(kSmem <= 227 * 1024, "one CTA per multiprocessor");
 };
 

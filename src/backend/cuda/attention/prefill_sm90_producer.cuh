@@ -1,6 +1,6 @@
 // The Hopper prompt kernel's producer warpgroup: K and V tiles from the paged cache into the
 // rings (BF16 by cp.async; FP8 through a staging area, widened to FP16; with an E4M3 query, K
-// by cp.async as it is and V widened).
+// by cp.async as it is and V widened; with E4M3 query and P, V transposed as E4M3 bytes).
 #pragma once
 
 #include "backend/cuda/attention/prefill_sm90_layout.cuh"
@@ -176,11 +176,92 @@ __device__ __forceinline__ void produce_fp8_query(const Sm90Params& p, const Cta
   }
 }
 
+// Transposes warp w's 32 keys of staging slot `src_slot` (E4M3 rows of D bytes; the warp
+// copied them itself, so after its cp.async wait a __syncwarp makes them visible) into V^T in
+// ring stage `it`: row d holds the tile's 128 keys as bytes, key-permuted the way the consumers'
+// P fragments hold them. In a 16-key half of a 32-key k-step, A-fragment slot 4t + i (lane
+// quad position t, byte i) is key 2t + (i & 1) + 8 (i >> 1): the four keys whose scores that
+// lane's S accumulators hold for one row. Lane L handles dims 4m .. 4m + 3 (m = L mod D/4) over
+// its share of the 8 slot groups; each 4 x 4 byte block (4 keys x 4 dims) takes four 4-byte
+// loads, a byte transpose and four 4-byte stores. The order of slot groups and of the four
+// rows written is rotated per lane, so that neither the loads nor the swizzled stores collide
+// on shared-memory banks. Then the thread arrives on the stage's full barrier.
+template <int D>
+__device__ __forceinline__ void transpose_v_tile(const Ring& r, int it, const unsigned char* src_slot,
+                                                 unsigned char* dst) {
+  constexpr int kDimGroups = D / 4;             // 4-dim groups of a row
+  constexpr int kSteps = 8 * kDimGroups / 32;   // 4 x 4 blocks per lane
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int m = lane % kDimGroups, lg = lane / kDimGroups;
+  const int rot = (m / 2) % 4;
+  wait_empty(r, it);
+  __syncwarp();
+#pragma unroll
+  for (int st = 0; st < kSteps; ++st) {
+    const int gs = (st * (32 / kDimGroups) + lg + lane / 8) % 8;  // slot group: t = gs % 4, half = gs / 4
+    const int t = gs % 4, half = gs / 4;
+    const int k0 = warp * 32 + half * 16 + 2 * t;  // keys k0, k0 + 1, k0 + 8, k0 + 9
+    const unsigned x0 = *reinterpret_cast<const unsigned*>(src_slot + k0 * D + 4 * m);
+    const unsigned x1 = *reinterpret_cast<const unsigned*>(src_slot + (k0 + 1) * D + 4 * m);
+    const unsigned x2 = *reinterpret_cast<const unsigned*>(src_slot + (k0 + 8) * D + 4 * m);
+    const unsigned x3 = *reinterpret_cast<const unsigned*>(src_slot + (k0 + 9) * D + 4 * m);
+    const int chunk = warp * 2 + half;  // 16-byte chunk of the row: slots 16 chunk .. + 15
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int q = (k + rot) % 4;  // dim 4m + q: byte q of each key's word
+      const unsigned sel = static_cast<unsigned>(q) | static_cast<unsigned>(q + 4) << 4;
+      const unsigned lo = __byte_perm(x0, x1, sel), hi = __byte_perm(x2, x3, sel);
+      const unsigned y = __byte_perm(lo, hi, 0x5410);
+      const int d = 4 * m + q;
+      *reinterpret_cast<unsigned*>(dst + sm90::swizzled_offset(d, chunk) + 4 * t) = y;
+    }
+  }
+  sm90::fence_proxy_async();
+  sm90::mbar_arrive(r.full_bar(it));
+}
+
+// Producer warpgroup, FP8 cache with E4M3 query and P: K tiles as for the E4M3 query; each V
+// tile through a staging slot (two, in turn), then transposed by the warps that copied it.
+template <int D>
+__device__ __forceinline__ void produce_fp8_query_p(const Sm90Params& p, const CtaWork& w, int n_tiles, const Ring& kr,
+                                                    const Ring& vr, unsigned char* smem, uint32_t base,
+                                                    uint32_t staging) {
+  using TC = TileCopier<D, true>;
+  const TC tc(p, w, n_tiles);
+  auto copy_k = [&](int it, int64_t row_src) {
+    wait_empty(kr, it);
+    tc.copy_rows(kr.tile(it), p.k_cache, row_src, true);
+    sm90::cp_async_arrive_noinc(kr.full_bar(it));
+  };
+  auto stage_v = [&](int it, int64_t row_src) {
+    tc.copy_rows(staging + (it % 2) * kKeys * D, p.v_cache, row_src, false);
+    sm90::cp_async_commit();
+  };
+  int64_t src_cur = tc.row_source(0);
+  copy_k(0, src_cur);
+  stage_v(0, src_cur);
+  for (int it = 0; it < n_tiles; ++it) {
+    const int64_t src_next = it + 1 < n_tiles ? tc.row_source(it + 1) : -1;
+    if (it + 1 < n_tiles) {
+      copy_k(it + 1, src_next);
+      // The slot of tile it + 1 was last read by this warp's transpose of tile it - 1.
+      __syncwarp();
+      stage_v(it + 1, src_next);
+      sm90::cp_async_wait<1>();  // V of tile it has landed (K copies fly in the newest group)
+    } else {
+      sm90::cp_async_wait<0>();
+    }
+    transpose_v_tile<D>(vr, it, smem + (staging - base) + (it % 2) * kKeys * D, smem + (vr.tile(it) - base));
+    src_cur = src_next;
+  }
+}
+
 template <int D, Sm90Kv KV>
 __device__ __forceinline__ void produce(const Sm90Params& p, const CtaWork& w, int n_tiles, const Ring& kr,
                                         const Ring& vr, unsigned char* smem, uint32_t base, uint32_t staging) {
   if (n_tiles == 0) return;
-  if constexpr (KV == Sm90Kv::kFp8Query) produce_fp8_query<D>(p, w, n_tiles, kr, vr, smem, base, staging);
+  if constexpr (KV == Sm90Kv::kFp8QueryP) produce_fp8_query_p<D>(p, w, n_tiles, kr, vr, smem, base, staging);
+  else if constexpr (KV == Sm90Kv::kFp8Query) produce_fp8_query<D>(p, w, n_tiles, kr, vr, smem, base, staging);
   else if constexpr (KV == Sm90Kv::kFp8) produce_fp8<D>(p, w, n_tiles, kr, vr, smem, base, staging);
   else produce_bf16<D>(p, w, n_tiles, kr, vr);
 }
