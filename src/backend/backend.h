@@ -145,7 +145,7 @@ struct AttentionStepPlan {
 
 // What plan_attention plans from: the step's rows and the longest context among its sequences,
 // and how many of its sequences, from the first, compute decode rows (attention_decode_seq; the
-// scheduler puts decodes before prompt chunks) and their rows.
+// scheduler puts decodes before prompt chunks), their rows and the longest context among them.
 struct AttentionPlanQuery {
   int64_t num_tokens = 0;
   int64_t num_seqs = 0;
@@ -153,6 +153,7 @@ struct AttentionPlanQuery {
   int64_t max_context_len = 0;
   int64_t decode_seqs = 0;
   int64_t decode_tokens = 0;
+  int64_t decode_max_context_len = 0;  // <= 0: unknown (max_context_len)
 };
 
 struct PagedAttentionArgs {

@@ -168,7 +168,8 @@ Status LlamaModel::final_logits(LlamaRank& rk, const StepView& st) {
 }
 
 AttentionStepPlan LlamaModel::plan_attention(int rank, const KvBuffers& kv, int64_t num_tokens, int64_t num_seqs,
-                                             int64_t max_context_len, int64_t decode_seqs, int64_t decode_tokens) const {
+                                             int64_t max_context_len, int64_t decode_seqs, int64_t decode_tokens,
+                                             int64_t decode_max_context_len) const {
   AttentionPlanQuery q;
   q.num_tokens = num_tokens;
   q.num_seqs = num_seqs;
@@ -176,6 +177,7 @@ AttentionStepPlan LlamaModel::plan_attention(int rank, const KvBuffers& kv, int6
   q.max_context_len = max_context_len;
   q.decode_seqs = decode_seqs;
   q.decode_tokens = decode_tokens;
+  q.decode_max_context_len = decode_max_context_len;
   return ranks_.at(rank).be->plan_attention(q, kv.layer(0));
 }
 
@@ -200,7 +202,7 @@ Status LlamaModel::enqueue(std::span<const StepView> views, std::span<KvBuffers*
     if (planned[r].attn_plan.num_splits == 0)
       planned[r].attn_plan = plan_attention(static_cast<int>(r), *kv[r], planned[r].num_tokens, planned[r].num_seqs,
                                             planned[r].max_context_len, planned[r].decode_seqs,
-                                            planned[r].decode_tokens);
+                                            planned[r].decode_tokens, planned[r].decode_max_context_len);
   for (int64_t l = 0; l < cfg_.num_layers; ++l) {
     for (size_t r = 0; r < n; ++r) {
       RETURN_IF_ERROR(select(ranks_[r]));

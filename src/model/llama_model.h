@@ -82,10 +82,11 @@ class LlamaModel {
   // size the workspace first and check the step (positions, ids, KV scales).
   Status enqueue(std::span<const StepView> views, std::span<KvBuffers* const> kv);
   // Rank rank's attention plan for a step of these rows whose longest context is
-  // max_context_len, the first decode_seqs sequences (decode_tokens rows) decodes
-  // (Backend::plan_attention over its heads and KV cache).
+  // max_context_len, the first decode_seqs sequences (decode_tokens rows, longest context
+  // decode_max_context_len) decodes (Backend::plan_attention over its heads and KV cache).
   AttentionStepPlan plan_attention(int rank, const KvBuffers& kv, int64_t num_tokens, int64_t num_seqs,
-                                   int64_t max_context_len, int64_t decode_seqs = 0, int64_t decode_tokens = 0) const;
+                                   int64_t max_context_len, int64_t decode_seqs = 0, int64_t decode_tokens = 0,
+                                   int64_t decode_max_context_len = 0) const;
   // The vocab slices of the first `rows` logits rows, gathered into logits_device() (nothing
   // to do on one rank). Waits for every rank (also with no rows).
   Status gather_logits(int64_t rows);

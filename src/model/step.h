@@ -18,10 +18,12 @@ struct StepMetadata {
   int64_t max_blocks_per_seq = 0;
   int64_t max_context_len = 0;  // the longest context_lens entry
   int64_t num_logits_rows = 0;
-  // The leading sequences that compute decode rows (attention_decode_seq) and their rows: a
-  // mixed step's attention runs them apart from the prompt chunks after them.
+  // The leading sequences that compute decode rows (attention_decode_seq), their rows and
+  // their longest context: a mixed step's attention runs them apart from the prompt chunks
+  // after them.
   int64_t decode_seqs = 0;
   int64_t decode_tokens = 0;
+  int64_t decode_max_context_len = 0;
   // host
   std::vector<int32_t> token_ids;     // [num_tokens]
   std::vector<int32_t> positions;     // [num_tokens]
@@ -47,6 +49,7 @@ struct StepView {
   int64_t num_logits_rows = 0;
   int64_t decode_seqs = 0;    // as StepMetadata's
   int64_t decode_tokens = 0;
+  int64_t decode_max_context_len = 0;
   // The step's attention plan, made once for every layer (unset: LlamaModel::enqueue makes it
   // from the fields above); a decode graph's views also carry it in backend memory.
   AttentionStepPlan attn_plan;

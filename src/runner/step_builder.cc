@@ -95,6 +95,7 @@ StatusOr<StepMetadata> build_step(int32_t bs, int64_t num_blocks, std::span<cons
     if (m.decode_seqs == static_cast<int64_t>(si) && attention_decode_seq(n)) {
       ++m.decode_seqs;
       m.decode_tokens += n;
+      m.decode_max_context_len = std::max(m.decode_max_context_len, ctx);
     }
     m.context_lens.push_back(static_cast<int32_t>(ctx));
     m.max_context_len = std::max(m.max_context_len, ctx);

@@ -60,6 +60,7 @@ StatusOr<StepView> StepUploader::upload(const StepMetadata& st, const TpRankLayo
   v.max_context_len = st.max_context_len;
   v.decode_seqs = st.decode_seqs;
   v.decode_tokens = st.decode_tokens;
+  v.decode_max_context_len = st.decode_max_context_len;
   if (!st.lora_slot_start.empty()) {
     const char* d = static_cast<const char*>(dev_.data());
     v.lora.num_slots = st.lora_num_slots;

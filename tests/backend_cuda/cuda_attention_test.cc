@@ -176,10 +176,13 @@ void run_attention(const Geometry& geo, int64_t block_size, DType kv_dtype, cons
   // The plan of a mixed step (decodes first, as the scheduler orders them): the leading decode
   // rows in the decode kernel, the prompt chunks after them in the prompt kernel. Its decode
   // rows keep the FP16 query under kE4m3Query, so the reference rounds only the prompt rows.
-  int64_t ds = 0, dt = 0;
-  while (ds < S && attention_decode_seq(seqs[ds].q_len)) dt += seqs[ds++].q_len;
+  int64_t ds = 0, dt = 0, dmax = 0;
+  for (; ds < S && attention_decode_seq(seqs[ds].q_len); ++ds) {
+    dt += seqs[ds].q_len;
+    dmax = std::max<int64_t>(dmax, ctx[ds]);
+  }
   const AttentionStepPlan mixed =
-      g->plan_attention(AttentionPlanQuery{T, S, geo.num_heads, max_ctx, ds, dt}, gc);
+      g->plan_attention(AttentionPlanQuery{T, S, geo.num_heads, max_ctx, ds, dt, dmax}, gc);
   if (mixed.decode_seqs == 0) return;
   ASSERT_EQ(mixed.decode_seqs, ds) << what;
   ASSERT_EQ(mixed.decode_tokens, dt) << what;

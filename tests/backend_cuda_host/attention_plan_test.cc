@@ -170,6 +170,16 @@ TEST(AttentionPlan, MixedStepsRunTheirDecodeRowsInTheDecodeKernel) {
     expect_covers({late.decode_splits, late.decode_split_len, late.decode_splits}, 107000, "16 decodes at 107K");
     expect_covers(late, 107000, "520-token chunk at 107K");
     EXPECT_EQ(late.num_splits, plan_attention_splits({520, 1, 32, 107000}, c, fast).num_splits);
+    // Told the streams' own longest context (600 keys), their part splits over that: the plan
+    // of those 16 decodes alone, not ranges of the chunk's length, most of them empty.
+    const AttentionStepPlan told = plan_attention_splits({16 + 520, 17, 32, 107000, 16, 16, 600}, c, fast);
+    const AttentionStepPlan alone = plan_attention_splits({16, 16, 32, 600}, c, fast);
+    EXPECT_EQ(told.decode_splits, alone.num_splits);
+    EXPECT_EQ(told.decode_split_len, alone.split_len);
+    EXPECT_LT(told.decode_split_len, late.decode_split_len);
+    expect_covers({told.decode_splits, told.decode_split_len, told.decode_splits}, 600, "16 decodes at 600");
+    EXPECT_EQ(told.num_splits, late.num_splits);
+    EXPECT_EQ(told.split_len, late.split_len);
     // Drafts ride along as decode rows (up to 3 per sequence).
     EXPECT_EQ(plan_attention_splits({64 * 3 + 500, 65, 32, 4000, 64, 64 * 3}, c, fast).decode_seqs, 64);
     // One kernel for the step: a decode-route rest (a 40-token chunk), no decodes, no prompts,

@@ -47,6 +47,7 @@ void expect_view_equals(const StepView& v, const StepMetadata& st) {
   EXPECT_EQ(v.num_logits_rows, st.num_logits_rows);
   EXPECT_EQ(v.decode_seqs, st.decode_seqs);
   EXPECT_EQ(v.decode_tokens, st.decode_tokens);
+  EXPECT_EQ(v.decode_max_context_len, st.decode_max_context_len);
   EXPECT_EQ(read(v.token_ids, st.token_ids.size()), st.token_ids);
   EXPECT_EQ(read(v.positions, st.positions.size()), st.positions);
   EXPECT_EQ(read(v.query_start, st.query_start.size()), st.query_start);

@@ -93,14 +93,17 @@ AttentionStepPlan plan_single_route(const AttentionShape& s, const KvCacheLayer&
       return plan_prefill_splits(s, c, d);
     case AttentionRoute::kDecode: {
       // Splits of whole rounds (every warp of the CTA one pipeline stage), as many as the
-      // context has rounds, up to two CTAs per multiprocessor: at a short context each CTA
-      // then runs one round, the latency of a decode step.
+      // context has rounds, up to two CTAs per multiprocessor (three over an FP8 cache, whose
+      // CTAs convert as well as load: b=1 at 128K keys reads 3.56 TB/s with three, 3.50 with
+      // two on an H200, where BF16 drops from 3.79 to 3.49): at a short context each CTA then
+      // runs one round, the latency of a decode step.
       const int64_t round = attention_decode_keys_per_round(c.dtype);
       const int64_t per_cta = attention_decode_heads_per_cta();
+      const int64_t per_sm = c.dtype == DType::kF8E4M3 ? 3 : 2;
       const int64_t base_ctas = s.num_tokens * c.num_kv_heads * ((group + per_cta - 1) / per_cta);
       int64_t target = 1;
       if (base_ctas < d.num_sms && ctx > round)
-        target = std::min({(2 * d.num_sms + base_ctas - 1) / base_ctas, (ctx + round - 1) / round, kMaxSplits});
+        target = std::min({(per_sm * d.num_sms + base_ctas - 1) / base_ctas, (ctx + round - 1) / round, kMaxSplits});
       return split_plan(target, ctx, round);
     }
     case AttentionRoute::kExact: {
@@ -116,8 +119,13 @@ AttentionStepPlan plan_single_route(const AttentionShape& s, const KvCacheLayer&
 }
 
 // The two parts of a mixed step as single-route shapes.
+// The decode part splits over its own longest context: streams beside a long prompt's chunk
+// would otherwise split their short contexts into ranges of the chunk's length, most of them
+// empty.
 AttentionShape decode_part(const AttentionShape& s) {
-  return AttentionShape{s.decode_tokens, s.decode_seqs, s.num_heads, s.max_context_len, 0, 0};
+  const int64_t ctx = s.decode_max_context_len > 0 ? std::min(s.decode_max_context_len, s.max_context_len)
+                                                   : s.max_context_len;
+  return AttentionShape{s.decode_tokens, s.decode_seqs, s.num_heads, ctx, 0, 0};
 }
 
 AttentionShape prompt_part(const AttentionShape& s) {

@@ -25,6 +25,7 @@ struct AttentionShape {
   int64_t max_context_len = 0;  // <= 0: unknown (no split)
   int64_t decode_seqs = 0;      // leading sequences of decode rows, and their rows
   int64_t decode_tokens = 0;
+  int64_t decode_max_context_len = 0;  // the longest context among them (<= 0: max_context_len)
 };
 
 struct AttentionDevice {

@@ -61,7 +61,9 @@ AttentionStepPlan CudaBackend::plan_attention(const AttentionPlanQuery& q, const
   if (q.max_context_len <= 0) return AttentionStepPlan{};  // unknown: each call plans itself
   const AttentionDevice dev{num_sms_, precision_ == ActivationPrecision::kExact};
   return plan_attention_splits(
-      AttentionShape{q.num_tokens, q.num_seqs, q.num_heads, q.max_context_len, q.decode_seqs, q.decode_tokens}, c, dev);
+      AttentionShape{q.num_tokens, q.num_seqs, q.num_heads, q.max_context_len, q.decode_seqs, q.decode_tokens,
+                     q.decode_max_context_len},
+      c, dev);
 }
 
 Status CudaBackend::paged_attention(const PagedAttentionArgs& a, const KvCacheLayer& c) {
