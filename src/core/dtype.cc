@@ -120,8 +120,24 @@ float fp8e5m2_to_f32(uint8_t v) {
 }
 
 uint8_t f32_to_fp8e4m3(float f, bool saturate) {
-  // E4M3FN: max finite 0x7e (448), NaN 0x7f, no infinity.
-  return static_cast<uint8_t>(encode_small_float(f, 4, 3, 0x7e, saturate ? 0x7e : 0x7f, 0x7f));
+  // E4M3FN: max finite 0x7e (448), NaN 0x7f, no infinity. The same codes as
+  // encode_small_float(f, 4, 3, 0x7e, saturate ? 0x7e : 0x7f, 0x7f) in a few integer operations
+  // (weights are quantized by the billion): normal results re-bias the f32 exponent (127 -> 7)
+  // and round its mantissa to 3 bits, to nearest even, with one add on the low 20 bits, whose
+  // carry moves a rounded-up mantissa into the next binade as it should.
+  const uint32_t b = f32_to_bits(f);
+  const uint32_t sign = (b >> 24) & 0x80u;
+  const uint32_t a = b & 0x7fffffffu;
+  if (a > 0x7f800000u) return static_cast<uint8_t>(sign | 0x7fu);  // NaN
+  const uint32_t overflow = saturate ? 0x7eu : 0x7fu;
+  if (a >= 0x7f800000u) return static_cast<uint8_t>(sign | overflow);  // infinity
+  if (a < 0x3c800000u) {  // below 2^-6: subnormal codes, multiples of 2^-9 (8 is 2^-6 itself)
+    const float q = std::nearbyint(bits_to_f32(a) * 512.0f);
+    return static_cast<uint8_t>(sign | static_cast<uint32_t>(q));
+  }
+  const uint32_t v = a - (120u << 23);
+  const uint32_t code = (v + 0x7ffffu + ((v >> 20) & 1u)) >> 20;
+  return static_cast<uint8_t>(sign | (code > 0x7eu ? overflow : code));
 }
 
 uint8_t f32_to_fp8e5m2(float f, bool saturate) {

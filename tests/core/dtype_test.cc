@@ -8,6 +8,7 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -105,6 +106,40 @@ TEST(Fp8E4M3, RoundsToNearestEvenAndSaturates) {
   EXPECT_EQ(f32_to_fp8e4m3(-std::numeric_limits<float>::infinity()), 0xfe);
   EXPECT_TRUE(std::isnan(fp8e4m3_to_f32(f32_to_fp8e4m3(std::nanf("")))));
   EXPECT_EQ(f32_to_fp8e4m3(1e-30f), 0x00);
+}
+
+// A sweep of f32 bit patterns (every 4,099th, both signs, all exponents, and every pattern
+// around the subnormal / normal boundary 2^-6 and the overflow boundary 464): the code is the
+// nearest one, ties to even, and magnitudes past 464 saturate or overflow to NaN.
+TEST(Fp8E4M3, MatchesTheNearestCodeOnASweepOfFloatBitPatterns) {
+  auto dec = [](int c) { return fp8e4m3_to_f32(static_cast<uint8_t>(c)); };
+  std::vector<uint32_t> patterns;
+  for (uint64_t b = 0; b < (1ull << 32); b += 4099) patterns.push_back(static_cast<uint32_t>(b));
+  for (float edge : {std::ldexp(1.0f, -6), 464.0f, std::ldexp(1.0f, -10)}) {
+    uint32_t e;
+    std::memcpy(&e, &edge, 4);
+    for (uint32_t d = 0; d < 4096; ++d) patterns.insert(patterns.end(), {e - d, e + d, (e - d) | 0x80000000u});
+  }
+  int checked = 0;
+  for (uint32_t p : patterns) {
+    float x;
+    std::memcpy(&x, &p, 4);
+    if (std::isnan(x)) {
+      EXPECT_TRUE(std::isnan(fp8e4m3_to_f32(f32_to_fp8e4m3(x)))) << p;
+      continue;
+    }
+    const uint8_t sat = f32_to_fp8e4m3(x), raw = f32_to_fp8e4m3(x, /*saturate=*/false);
+    if (std::fabs(x) > 464.0f) {
+      ASSERT_EQ(fp8e4m3_to_f32(sat), std::copysign(448.0f, x)) << p;
+      ASSERT_TRUE(std::isnan(fp8e4m3_to_f32(raw))) << p;
+      continue;
+    }
+    const uint32_t want = nearest_code(x, 256, dec, 0x80);
+    ASSERT_EQ(sat, want) << "bits " << p << " value " << x;
+    ASSERT_EQ(raw, want) << "bits " << p << " value " << x;
+    ++checked;
+  }
+  EXPECT_GT(checked, 500000);
 }
 
 TEST(Fp8E5M2, DecodesRoundTripsAndRounds) {
