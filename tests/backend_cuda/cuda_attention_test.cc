@@ -294,45 +294,36 @@ TEST(CudaAttention, MixedStepPlanMatchesReference) {
   }
 }
 
-TEST(CudaAttention, TensorCorePrefillE4m3QueryMatchesReference) {
-  // FP8 caches with the query rounded to E4M3 per row (Fp8AttentionMath::kE4m3Query): Q K^T on
-  // E4M3 wgmma from the cache's bytes; head_dim 64 and 128, GQA 1-20, pages of 1 and 16, the
-  // split-KV path, ragged tiles with a decode row riding along.
+// The prompt cases of an FP8 cache under an E4M3 attention math m: head_dim 64 and 128, GQA
+// 1-20, pages of 1 and 16, partial and masked tiles, split-KV, ragged tiles with a decode row
+// riding along, a mixed step's plan (asserted to be mixed), and decode rows (which keep the
+// FP16 query); seeds from `seed`.
+void run_e4m3_prompt_cases(Fp8AttentionMath m, uint32_t seed) {
   std::vector<Geometry> geos(std::begin(kGeometries), std::end(kGeometries));
   geos.push_back({40, 2, 128});
-  const auto m = Fp8AttentionMath::kE4m3Query;
   const auto fast = ActivationPrecision::kFast;
   for (const Geometry& geo : geos)
     for (int64_t bs : {1, 16}) {
-      run_attention(geo, bs, DType::kF8E4M3, {{0, 64}}, 41, fast, m);
-      run_attention(geo, bs, DType::kF8E4M3, {{0, 769}}, 42, fast, m);
-      run_attention(geo, bs, DType::kF8E4M3, {{8743, 257}}, 43, fast, m);
-      run_attention(geo, bs, DType::kF8E4M3, {{0, 100}, {5, 1}, {300, 64}, {17, 130}}, 44, fast, m);
+      run_attention(geo, bs, DType::kF8E4M3, {{0, 64}}, seed, fast, m);
+      run_attention(geo, bs, DType::kF8E4M3, {{0, 769}}, seed + 1, fast, m);
+      run_attention(geo, bs, DType::kF8E4M3, {{8743, 257}}, seed + 2, fast, m);
+      run_attention(geo, bs, DType::kF8E4M3, {{0, 100}, {5, 1}, {300, 64}, {17, 130}}, seed + 3, fast, m);
       bool mixed = false;
-      run_attention(geo, bs, DType::kF8E4M3, {{5, 1}, {3000, 2}, {300, 64}, {8743, 257}}, 46, fast, m, &mixed);
+      run_attention(geo, bs, DType::kF8E4M3, {{5, 1}, {3000, 2}, {300, 64}, {8743, 257}}, seed + 4, fast, m,
+                    &mixed);
       EXPECT_TRUE(mixed) << "no mixed-step plan: H=" << geo.num_heads << " bs=" << bs;
     }
-  // Decode rows keep the FP16 query under this setting.
-  run_attention({32, 8, 128}, 16, DType::kF8E4M3, {{5, 1}, {700, 1}, {8191, 1}}, 45, fast, m);
+  run_attention({32, 8, 128}, 16, DType::kF8E4M3, {{5, 1}, {700, 1}, {8191, 1}}, seed + 5, fast, m);
+}
+
+TEST(CudaAttention, TensorCorePrefillE4m3QueryMatchesReference) {
+  // Q K^T on E4M3 wgmma from the cache's bytes (Fp8AttentionMath::kE4m3Query).
+  run_e4m3_prompt_cases(Fp8AttentionMath::kE4m3Query, 41);
 }
 
 TEST(CudaAttention, TensorCorePrefillE4m3QueryAndPMatchesReference) {
-  // FP8 caches with the query and P rounded to E4M3 (Fp8AttentionMath::kE4m3QueryAndP): P V on
-  // E4M3 wgmma over V transposed by the producer; head_dim 64 and 128, GQA 1-20, pages of 1
-  // and 16, partial and masked tiles, split-KV, a mixed step's plan, decode rows (FP16 query).
-  std::vector<Geometry> geos(std::begin(kGeometries), std::end(kGeometries));
-  geos.push_back({40, 2, 128});
-  const auto m = Fp8AttentionMath::kE4m3QueryAndP;
-  const auto fast = ActivationPrecision::kFast;
-  for (const Geometry& geo : geos)
-    for (int64_t bs : {1, 16}) {
-      run_attention(geo, bs, DType::kF8E4M3, {{0, 64}}, 51, fast, m);
-      run_attention(geo, bs, DType::kF8E4M3, {{0, 769}}, 52, fast, m);
-      run_attention(geo, bs, DType::kF8E4M3, {{8743, 257}}, 53, fast, m);
-      run_attention(geo, bs, DType::kF8E4M3, {{0, 100}, {5, 1}, {300, 64}, {17, 130}}, 54, fast, m);
-      run_attention(geo, bs, DType::kF8E4M3, {{5, 1}, {3000, 2}, {300, 64}, {8743, 257}}, 55, fast, m);
-    }
-  run_attention({32, 8, 128}, 16, DType::kF8E4M3, {{5, 1}, {700, 1}, {8191, 1}}, 56, fast, m);
+  // And P V on E4M3 wgmma over V transposed by the producer (Fp8AttentionMath::kE4m3QueryAndP).
+  run_e4m3_prompt_cases(Fp8AttentionMath::kE4m3QueryAndP, 51);
 }
 
 TEST(CudaAttention, TensorCoreDecodeMatchesReference) {

@@ -141,41 +141,6 @@ __device__ __forceinline__ void produce_fp8(const Sm90Params& p, const CtaWork& 
   widen(prev_v, prev_tile, q % 2);
 }
 
-// Producer warpgroup, FP8 cache with an E4M3 query: each K tile goes by cp.async straight into
-// its ring stage (E4M3, swizzled; the products read it as it is), each V tile through a staging
-// slot (two, in turn) and is widened to FP16; K one step ahead of V as in the other producers.
-template <int D>
-__device__ __forceinline__ void produce_fp8_query(const Sm90Params& p, const CtaWork& w, int n_tiles, const Ring& kr,
-                                                  const Ring& vr, unsigned char* smem, uint32_t base,
-                                                  uint32_t staging) {
-  using TC = TileCopier<D, true>;
-  const TC tc(p, w, n_tiles);
-  auto copy_k = [&](int it, int64_t row_src) {
-    wait_empty(kr, it);
-    tc.copy_rows(kr.tile(it), p.k_cache, row_src, true);
-    sm90::cp_async_arrive_noinc(kr.full_bar(it));
-  };
-  auto stage_v = [&](int it, int64_t row_src) {
-    tc.copy_rows(staging + (it % 2) * kKeys * D, p.v_cache, row_src, false);
-    sm90::cp_async_commit();
-  };
-  int64_t src_cur = tc.row_source(0);
-  copy_k(0, src_cur);
-  stage_v(0, src_cur);
-  for (int it = 0; it < n_tiles; ++it) {
-    const int64_t src_next = it + 1 < n_tiles ? tc.row_source(it + 1) : -1;
-    if (it + 1 < n_tiles) {
-      copy_k(it + 1, src_next);
-      stage_v(it + 1, src_next);
-      sm90::cp_async_wait<1>();  // V of tile it has landed (K copies fly in the newest group)
-    } else {
-      sm90::cp_async_wait<0>();
-    }
-    widen_tile<D>(tc, vr, it, smem + (staging - base) + (it % 2) * kKeys * D, smem + (vr.tile(it) - base));
-    src_cur = src_next;
-  }
-}
-
 // Transposes warp w's 32 keys of staging slot `src_slot` (E4M3 rows of D bytes; the warp
 // copied them itself, so after its cp.async wait a __syncwarp makes them visible) into V^T in
 // ring stage `it`: row d holds the tile's 128 keys as bytes, key-permuted the way the consumers'
@@ -220,12 +185,15 @@ __device__ __forceinline__ void transpose_v_tile(const Ring& r, int it, const un
   sm90::mbar_arrive(r.full_bar(it));
 }
 
-// Producer warpgroup, FP8 cache with E4M3 query and P: K tiles as for the E4M3 query; each V
-// tile through a staging slot (two, in turn), then transposed by the warps that copied it.
-template <int D>
-__device__ __forceinline__ void produce_fp8_query_p(const Sm90Params& p, const CtaWork& w, int n_tiles, const Ring& kr,
-                                                    const Ring& vr, unsigned char* smem, uint32_t base,
-                                                    uint32_t staging) {
+// Producer warpgroup, FP8 cache with an E4M3 query: each K tile goes by cp.async straight into
+// its ring stage (E4M3, swizzled; the products read it as it is), each V tile through a staging
+// slot (two, in turn), then widened to FP16 by the threads that copied it or, with an E4M3 P
+// (kTransposeV), transposed by the warps that copied it; K one step ahead of V as in the other
+// producers.
+template <int D, bool kTransposeV>
+__device__ __forceinline__ void produce_fp8_query(const Sm90Params& p, const CtaWork& w, int n_tiles, const Ring& kr,
+                                                  const Ring& vr, unsigned char* smem, uint32_t base,
+                                                  uint32_t staging) {
   using TC = TileCopier<D, true>;
   const TC tc(p, w, n_tiles);
   auto copy_k = [&](int it, int64_t row_src) {
@@ -244,14 +212,17 @@ __device__ __forceinline__ void produce_fp8_query_p(const Sm90Params& p, const C
     const int64_t src_next = it + 1 < n_tiles ? tc.row_source(it + 1) : -1;
     if (it + 1 < n_tiles) {
       copy_k(it + 1, src_next);
-      // The slot of tile it + 1 was last read by this warp's transpose of tile it - 1.
-      __syncwarp();
+      // The slot of tile it + 1 was last read by this warp's transpose of tile it - 1 (a widen
+      // reads only the thread's own copies).
+      if constexpr (kTransposeV) __syncwarp();
       stage_v(it + 1, src_next);
       sm90::cp_async_wait<1>();  // V of tile it has landed (K copies fly in the newest group)
     } else {
       sm90::cp_async_wait<0>();
     }
-    transpose_v_tile<D>(vr, it, smem + (staging - base) + (it % 2) * kKeys * D, smem + (vr.tile(it) - base));
+    unsigned char* slot = smem + (staging - base) + (it % 2) * kKeys * D;
+    if constexpr (kTransposeV) transpose_v_tile<D>(vr, it, slot, smem + (vr.tile(it) - base));
+    else widen_tile<D>(tc, vr, it, slot, smem + (vr.tile(it) - base));
     src_cur = src_next;
   }
 }
@@ -260,8 +231,7 @@ template <int D, Sm90Kv KV>
 __device__ __forceinline__ void produce(const Sm90Params& p, const CtaWork& w, int n_tiles, const Ring& kr,
                                         const Ring& vr, unsigned char* smem, uint32_t base, uint32_t staging) {
   if (n_tiles == 0) return;
-  if constexpr (KV == Sm90Kv::kFp8QueryP) produce_fp8_query_p<D>(p, w, n_tiles, kr, vr, smem, base, staging);
-  else if constexpr (KV == Sm90Kv::kFp8Query) produce_fp8_query<D>(p, w, n_tiles, kr, vr, smem, base, staging);
+  if constexpr (query_fp8(KV)) produce_fp8_query<D, p_fp8(KV)>(p, w, n_tiles, kr, vr, smem, base, staging);
   else if constexpr (KV == Sm90Kv::kFp8) produce_fp8<D>(p, w, n_tiles, kr, vr, smem, base, staging);
   else produce_bf16<D>(p, w, n_tiles, kr, vr);
 }
