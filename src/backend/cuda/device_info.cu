@@ -50,6 +50,18 @@ int current_device_sm() {
   return v;
 }
 
+int current_device_sms() {
+  static std::atomic<int> known[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
+  int v = known[dev].load(std::memory_order_relaxed);
+  if (v == 0) {
+    if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 0;
+    known[dev].store(v, std::memory_order_relaxed);
+  }
+  return v;
+}
+
 bool pdl_supported() { return current_device_sm() >= 90; }
 
 }  // namespace lancet::cuda

@@ -22,5 +22,8 @@ std::string compiled_architectures();
 // The current device's compute capability as major * 10 + minor (90 for an H100/H200), 0 when
 // there is no device; read once per device.
 int current_device_sm();
+// The current device's multiprocessor count (132 on an H200), 0 when there is no device; read
+// once per device.
+int current_device_sms();
 
 }  // namespace lancet::cuda

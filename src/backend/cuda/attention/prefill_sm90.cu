@@ -7,8 +7,11 @@
 // rows each: S = Q K^T on wgmma with both operands in shared memory, the online softmax in
 // registers, and O += P V on wgmma with P straight from the score registers; the two take
 // turns on the tensor cores (named barriers), so one's softmax runs while the other's products
-// do. Key tiles run from the last (the causal diagonal, the only masked ones) to the first,
-// and CTAs from the batch's last token tile (the most keys) to its first.
+// do. Key tiles run from the last (the causal diagonal, the only masked ones) to the first.
+// The CTAs are persistent, one per SM: each walks work items (token tile, KV head, split) in
+// the snake order of work_order.h, items numbered from the batch's last token tile (the most
+// keys) to its first. The rings count tiles across a CTA's items, so the producer fetches the
+// next item's first tiles while the consumers finish and store the last one.
 //
 // BF16 caches: Q and P rounded to BF16. FP8 E4M3 caches: the producer copies the E4M3 tiles
 // into a staging area and widens them to FP16 (exact) in the rings; Q and P are rounded to
@@ -25,6 +28,8 @@
 #include "backend/cuda/attention/prefill_sm90_consumer.cuh"
 #include "backend/cuda/attention/prefill_sm90_layout.cuh"
 #include "backend/cuda/attention/prefill_sm90_producer.cuh"
+#include "backend/cuda/attention/work_order.h"
+#include "backend/cuda/device_info.h"
 #include "backend/cuda/dynamic_smem.h"
 
 namespace lancet::cuda {
@@ -40,11 +45,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_prefill_sm90_kernel(con
   const uint32_t raw = sm90::smem_u32(smem_raw);
   const uint32_t base = (raw + 1023u) & ~1023u;  // swizzle atoms are 1024-byte periodic
   unsigned char* smem = smem_raw + (base - raw);
-  const Ring kr = k_ring<D, KV>(base), vr = v_ring<D, KV>(base);
-
-  const CtaWork w = locate_work(p);
-  if (!w.ok) return;
-  const int n_tiles = w.ke > w.kb ? (w.ke - w.kb + kKeys - 1) / kKeys : 0;
+  Ring kr = k_ring<D, KV>(base), vr = v_ring<D, KV>(base);
   if (threadIdx.x == 0) {
     for (int i = 0; i < kr.stages; ++i) {
       sm90::mbar_init(kr.full_bar(i), 128);  // one arrival per producer thread
@@ -59,12 +60,27 @@ __global__ void __launch_bounds__(kThreads, 1) attention_prefill_sm90_kernel(con
   // Broadcast from lane 0, so the compiler knows the warpgroup index is uniform across the warp
   // (the consumers' tile and descriptor arithmetic then stays in uniform registers).
   const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
+  // Both roles walk the same items (each its own loop: the roles' register budgets differ).
+  auto for_each_item = [&](auto&& run) {
+    for (int64_t k = 0;; ++k) {
+      const int64_t item = persistent_item(blockIdx.x, k, gridDim.x, p.items);
+      if (item < 0) break;
+      const CtaWork w = locate_work(p, item);
+      if (!w.ok) continue;
+      const int n_tiles = w.ke > w.kb ? (w.ke - w.kb + kKeys - 1) / kKeys : 0;
+      run(w, n_tiles);
+      kr.offset += n_tiles;
+      vr.offset += n_tiles;
+    }
+  };
   if (wg == 0) {
     sm90::regs_dealloc<Ly::kProducerRegs>();
-    produce<D, KV>(p, w, n_tiles, kr, vr, smem, base, base + Ly::kStagingOffset);
+    for_each_item([&](const CtaWork& w, int n_tiles) {
+      produce<D, KV>(p, w, n_tiles, kr, vr, smem, base, base + Ly::kStagingOffset);
+    });
   } else {
     sm90::regs_alloc<Ly::kConsumerRegs>();
-    consume<D, KV>(p, w, n_tiles, wg - 1, smem, base, kr, vr);
+    for_each_item([&](const CtaWork& w, int n_tiles) { consume<D, KV>(p, w, n_tiles, wg - 1, smem, base, kr, vr); });
   }
 #else
   __trap();  // launched only where the sm_90a image exists (attention_prefill_sm90_available)
@@ -72,12 +88,11 @@ __global__ void __launch_bounds__(kThreads, 1) attention_prefill_sm90_kernel(con
 }
 
 template <int D, Sm90Kv KV>
-cudaError_t launch_typed(const Sm90Params& p, cudaStream_t s) {
+cudaError_t launch_typed(const Sm90Params& p, int num_sms, cudaStream_t s) {
   constexpr int kSmem = Sm90Layout<D, KV>::kSmem;
   cudaError_t e = allow_dynamic_smem<attention_prefill_sm90_kernel<D, KV>>(kSmem);
   if (e != cudaSuccess) return e;
-  const dim3 grid(static_cast<unsigned>(p.tiles) * static_cast<unsigned>(p.num_kv_heads),
-                  static_cast<unsigned>(p.num_splits));
+  const dim3 grid(static_cast<unsigned>(persistent_ctas(p.items, num_sms)));
   attention_prefill_sm90_kernel<D, KV><<<grid, kThreads, kSmem, s>>>(p);
   return cudaGetLastError();
 }
@@ -132,8 +147,10 @@ cudaError_t launch_attention_prefill_sm90(const PagedAttentionArgs& a, const KvC
   p.tiles = static_cast<int>((a.num_tokens + p.tokens_per_cta - 1) / p.tokens_per_cta + a.num_seqs);
   p.num_splits = plan.num_splits;
   p.split_len = plan.split_len;
+  p.items = static_cast<int64_t>(p.tiles) * p.num_kv_heads * p.num_splits;
   p.score_scale = a.scale * kLog2e * (fp8 ? c.k_scale : 1.0f);
   p.v_scale = fp8 ? c.v_scale : 1.0f;
+  const int num_sms = current_device_sms();  // persistent CTAs, one per SM
   const Sm90Kv kv = !fp8                                              ? Sm90Kv::kBf16
                     : fp8_math == Fp8AttentionMath::kE4m3QueryAndP ? Sm90Kv::kFp8QueryP
                     : fp8_math == Fp8AttentionMath::kE4m3Query     ? Sm90Kv::kFp8Query
@@ -141,12 +158,12 @@ cudaError_t launch_attention_prefill_sm90(const PagedAttentionArgs& a, const KvC
   auto launch = [&](auto dim) {
     constexpr int D = decltype(dim)::value;
     switch (kv) {
-      case Sm90Kv::kFp8QueryP: return launch_typed<D, Sm90Kv::kFp8QueryP>(p, s);
-      case Sm90Kv::kFp8Query: return launch_typed<D, Sm90Kv::kFp8Query>(p, s);
-      case Sm90Kv::kFp8: return launch_typed<D, Sm90Kv::kFp8>(p, s);
+      case Sm90Kv::kFp8QueryP: return launch_typed<D, Sm90Kv::kFp8QueryP>(p, num_sms, s);
+      case Sm90Kv::kFp8Query: return launch_typed<D, Sm90Kv::kFp8Query>(p, num_sms, s);
+      case Sm90Kv::kFp8: return launch_typed<D, Sm90Kv::kFp8>(p, num_sms, s);
       case Sm90Kv::kBf16: break;
     }
-    return launch_typed<D, Sm90Kv::kBf16>(p, s);
+    return launch_typed<D, Sm90Kv::kBf16>(p, num_sms, s);
   };
   const cudaError_t e = c.head_dim == 128 ? launch(std::integral_constant<int, 128>{})
                                           : launch(std::integral_constant<int, 64>{});

@@ -229,7 +229,7 @@ __device__ __forceinline__ void store_rows(const Sm90Params& p, const CtaWork& w
       for (int j = 0; j < D / 8; ++j)
         *reinterpret_cast<float2*>(dst + j * 8 + tig * 2) = make_float2(o[j * 4 + 2 * h] * inv, o[j * 4 + 2 * h + 1] * inv);
     } else {
-      float* part = p.partial + ((oh - p.first_row * p.num_heads) * p.num_splits + blockIdx.y) * (D + 2);
+      float* part = p.partial + ((oh - p.first_row * p.num_heads) * p.num_splits + w.split) * (D + 2);
 #pragma unroll
       for (int j = 0; j < D / 8; ++j)
         *reinterpret_cast<float2*>(part + j * 8 + tig * 2) =

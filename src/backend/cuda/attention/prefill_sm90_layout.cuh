@@ -1,6 +1,6 @@
 // The Hopper prompt kernel's (prefill_sm90.cu) shapes: its parameters, the shared-memory
 // layout, the K and V rings with their mbarriers, and which (sequence, token tile, KV head,
-// key range) a CTA takes.
+// key range) a work item is.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -37,6 +37,7 @@ struct Sm90Params {
   int tokens_per_cta;  // kRows / group
   int tiles;           // bound on the (sequence, token tile) pairs of the batch
   int num_splits, split_len;
+  int64_t items;       // work items: tiles * num_kv_heads * num_splits (work_order.h)
   float score_scale;   // softmax scale * log2(e) (* K scale for fp8): raw scores -> log2 units
   float v_scale;       // V scale (fp8) or 1
 };
@@ -96,54 +97,70 @@ struct Sm90Layout {
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
-// One ring of tiles in shared memory: tile i of the sequence sits in stage i % stages; its
-// barriers' phase parity there is (i / stages) & 1.
+// One ring of tiles in shared memory. The CTA's tiles are counted across its work items:
+// `offset` tiles went through the ring before the current item, whose tile i is the ring's
+// tile n = offset + i; it sits in stage n % stages and its barriers' phase parity there is
+// (n / stages) & 1.
 struct Ring {
   uint32_t tiles, full, empty;  // shared addresses: first tile, first full / empty barrier
   int stages, tile_bytes;
-  __device__ __forceinline__ uint32_t tile(int i) const { return tiles + (i % stages) * tile_bytes; }
-  __device__ __forceinline__ uint32_t full_bar(int i) const { return full + 8 * (i % stages); }
-  __device__ __forceinline__ uint32_t empty_bar(int i) const { return empty + 8 * (i % stages); }
-  __device__ __forceinline__ unsigned parity(int i) const { return (i / stages) & 1; }
+  int offset;
+  __device__ __forceinline__ int stage(int i) const { return (offset + i) % stages; }
+  __device__ __forceinline__ uint32_t tile(int i) const { return tiles + stage(i) * tile_bytes; }
+  __device__ __forceinline__ uint32_t full_bar(int i) const { return full + 8 * stage(i); }
+  __device__ __forceinline__ uint32_t empty_bar(int i) const { return empty + 8 * stage(i); }
+  __device__ __forceinline__ unsigned parity(int i) const { return ((offset + i) / stages) & 1; }
+  // Tile i reuses a stage an earlier tile filled (so waits for it to be emptied).
+  __device__ __forceinline__ bool reused(int i) const { return offset + i >= stages; }
 };
 
 template <int D, Sm90Kv KV>
 __device__ __forceinline__ Ring k_ring(uint32_t base) {
   using Ly = Sm90Layout<D, KV>;
   return {base + Ly::kKOffset, base + Ly::kBarOffset, base + Ly::kBarOffset + 8 * Ly::kKStages, Ly::kKStages,
-          Ly::kKTileBytes};
+          Ly::kKTileBytes, 0};
 }
 template <int D, Sm90Kv KV>
 __device__ __forceinline__ Ring v_ring(uint32_t base) {
   using Ly = Sm90Layout<D, KV>;
   const uint32_t bars = base + Ly::kBarOffset + 16 * Ly::kKStages;
-  return {base + Ly::kVOffset, bars, bars + 8 * Ly::kVStages, Ly::kVStages, Ly::kVTileBytes};
+  return {base + Ly::kVOffset, bars, bars + 8 * Ly::kVStages, Ly::kVStages, Ly::kVTileBytes, 0};
 }
 
-// The CTA's (sequence, token tile), KV head and key range; ok = false when it has no rows.
+// A work item's (sequence, token tile), KV head, split and key range; ok = false when it has
+// no rows.
 struct CtaWork {
   bool ok;
-  int seq, qs, q0, ntok, rows, pos0, kb, ke, kvh;
+  int seq, qs, q0, ntok, rows, pos0, kb, ke, kvh, split;
 };
 
-__device__ __forceinline__ CtaWork locate_work(const Sm90Params& p) {
+// Work item `item`: (token tile, KV head) pair item / num_splits and split item % num_splits.
+// Pairs count from the batch's last token tile backward (the most keys first; KV heads
+// fastest), so items are numbered longest first (work_order.h) and the pairs past the batch's
+// real tiles (p.tiles is a bound) come after every real item: a persistent CTA meets them only
+// once the real work is handed out.
+__device__ __forceinline__ CtaWork locate_work(const Sm90Params& p, int64_t item) {
   CtaWork w{};
-  w.kvh = static_cast<int>(blockIdx.x % p.num_kv_heads);
-  // Longest tiles first: the last tile of the batch (the most keys) starts first.
-  int tile = p.tiles - 1 - static_cast<int>(blockIdx.x / p.num_kv_heads);
+  w.split = static_cast<int>(item % p.num_splits);
+  const int64_t pair = item / p.num_splits;
+  w.kvh = static_cast<int>(pair % p.num_kv_heads);
+  int tile = static_cast<int>(pair / p.num_kv_heads);  // counted from the batch's end
   const int tpc = p.tokens_per_cta;
-  int s = 0, qlen = 0;
-  for (; s < p.num_seqs; ++s) {
+  int s = p.num_seqs - 1, qlen = 0;
+  for (; s >= 0; --s) {
     w.qs = p.query_start[s];
     qlen = p.query_start[s + 1] - w.qs;
     const int tiles = (qlen + tpc - 1) / tpc;
-    if (tile < tiles) break;
+    if (tile < tiles) {
+      tile = tiles - 1 - tile;
+      break;
+    }
     tile -= tiles;
   }
-  if (s >= p.num_seqs) return w;
+  if (s < 0) return w;
   const int ctx = p.context_lens[s];
   if (qlen <= 0 || ctx < qlen || static_cast<int64_t>(ctx) > static_cast<int64_t>(p.max_blocks_per_seq) * p.block_size) {
-    if (threadIdx.x == 0 && blockIdx.y == 0) atomicOr(p.err, kErrSeqShape);
+    if (threadIdx.x == 0 && w.split == 0) atomicOr(p.err, kErrSeqShape);
     return w;
   }
   w.seq = s;
@@ -154,7 +171,7 @@ __device__ __forceinline__ CtaWork locate_work(const Sm90Params& p) {
   w.kb = 0;
   w.ke = w.pos0 + w.ntok;
   if (p.num_splits > 1) {
-    w.kb = min(static_cast<int>(blockIdx.y) * p.split_len, w.ke);
+    w.kb = min(w.split * p.split_len, w.ke);
     w.ke = min(w.kb + p.split_len, w.ke);
   }
   w.ok = true;

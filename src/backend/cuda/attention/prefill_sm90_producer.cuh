@@ -56,7 +56,7 @@ struct TileCopier {
 };
 
 __device__ __forceinline__ void wait_empty(const Ring& r, int it) {
-  if (it >= r.stages) sm90::mbar_wait(r.empty_bar(it), r.parity(it) ^ 1);
+  if (r.reused(it)) sm90::mbar_wait(r.empty_bar(it), r.parity(it) ^ 1);
 }
 
 // Widens this thread's chunks of staging slot `slot` (an FP8 tile of kKeys rows of D bytes)
@@ -205,6 +205,8 @@ __device__ __forceinline__ void produce_fp8_query(const Sm90Params& p, const Cta
     tc.copy_rows(staging + (it % 2) * kKeys * D, p.v_cache, row_src, false);
     sm90::cp_async_commit();
   };
+  // Staging slot 0 may still be read by this warp's transpose of the previous item's last tile.
+  if constexpr (kTransposeV) __syncwarp();
   int64_t src_cur = tc.row_source(0);
   copy_k(0, src_cur);
   stage_v(0, src_cur);
