@@ -33,33 +33,38 @@ std::vector<DeviceInfo> list_devices() {
 
 std::string compiled_architectures() { return LANCET_CUDA_ARCHS; }
 
-int current_device_sm() {
-  // Per device, 0 until read (a process may drive GPUs of several kinds).
-  static std::atomic<int> known[64] = {};
+namespace {
+
+// A value of the current device, read once per device (0 until read: a process may drive GPUs
+// of several kinds); read(dev) returns 0 where it fails.
+template <typename Read>
+int per_device(std::atomic<int> (&known)[64], Read read) {
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
   int v = known[dev].load(std::memory_order_relaxed);
-  if (v == 0) {
+  if (v == 0 && (v = read(dev)) != 0) known[dev].store(v, std::memory_order_relaxed);
+  return v;
+}
+
+}  // namespace
+
+int current_device_sm() {
+  static std::atomic<int> known[64] = {};
+  return per_device(known, [](int dev) {
     int major = 0, minor = 0;
     if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
       return 0;
-    v = major * 10 + minor;
-    known[dev].store(v, std::memory_order_relaxed);
-  }
-  return v;
+    return major * 10 + minor;
+  });
 }
 
 int current_device_sms() {
   static std::atomic<int> known[64] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
-  int v = known[dev].load(std::memory_order_relaxed);
-  if (v == 0) {
-    if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 0;
-    known[dev].store(v, std::memory_order_relaxed);
-  }
-  return v;
+  return per_device(known, [](int dev) {
+    int v = 0;
+    return cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess ? v : 0;
+  });
 }
 
 bool pdl_supported() { return current_device_sm() >= 90; }
