@@ -1,9 +1,10 @@
 // The order in which the Hopper prompt kernel's persistent CTAs (prefill_sm90.cu) take its work
-// items. Items are numbered longest first (the batch's last token tile, with the most keys, is
-// item 0 of each split); a grid of `ctas` CTAs walks them in rounds of `ctas` items, forward in
-// even rounds and backward in odd ones ("snake" order), so the CTA that had one of the longest
-// items of a round gets one of the shortest of the next and a causal prompt's work spreads
-// evenly over the CTAs. Plain host/device C++: the planner's tests run it on the host.
+// items. Items are numbered longest first (the batch's last token tile, with the most keys,
+// comes first: prefill_sm90_layout.cuh's locate_work); a grid of `ctas` CTAs walks them in
+// rounds of `ctas` items, forward in even rounds and backward in odd ones ("snake" order), so
+// the CTA that had one of the longest items of a round gets one of the shortest of the next and
+// a causal prompt's work spreads evenly over the CTAs. Plain host/device C++: the planner's
+// tests run it on the host.
 #pragma once
 
 #include <cstdint>
