@@ -39,15 +39,16 @@ AttentionStepPlan split_plan(int64_t target, int64_t ctx, int64_t align) {
   return p;
 }
 
-// A prompt chunk late in a long context: its CTAs (one per 128 packed query rows and KV head,
-// one resident per multiprocessor) each read every key, so the step takes as many such reads
-// as it has waves of CTAs. 136 CTAs on 132 multiprocessors are two waves, twice the time of 128
-// (on an H200, 8B shape: a chunk of ~520 tokens after 100K keys took 61 or 122 ms by that
-// alone). The split count minimizes waves x keys per split (plus a per-CTA overhead), counting
-// the CTAs of the step's longest chunk: at most num_tokens - (num_seqs - 1) rows when the
-// other sequences compute one token each (decodes riding along, whose CTAs are short). Splits
-// are ranges of at least kMinPrefillSplitKeys, at most kMaxPrefillSplits, and their partial
-// results (num_tokens x splits rows) at most kMaxPrefillSplitRows.
+// A prompt chunk late in a long context: its work items (one per 128 packed query rows and KV
+// head, taken in rounds by one persistent CTA per multiprocessor) each read every key, so the
+// step takes as many such reads as it has rounds of items. 136 items on 132 multiprocessors
+// are two rounds, twice the time of 128 (on an H200, 8B shape: a chunk of ~520 tokens after
+// 100K keys took 61 or 122 ms by that alone). The split count minimizes rounds x keys per split
+// (plus a per-item overhead), counting the items of the step's longest chunk: at most
+// num_tokens - (num_seqs - 1) rows when the other sequences compute one token each (decodes
+// riding along, whose items are short). Splits are ranges of at least kMinPrefillSplitKeys, at
+// most kMaxPrefillSplits, and their partial results (num_tokens x splits rows) at most
+// kMaxPrefillSplitRows.
 AttentionStepPlan plan_prefill_splits(const AttentionShape& s, const KvCacheLayer& c, const AttentionDevice& d) {
   const int64_t group = s.num_heads / std::max<int64_t>(c.num_kv_heads, 1);
   const int64_t ctx = s.max_context_len;
@@ -61,8 +62,8 @@ AttentionStepPlan plan_prefill_splits(const AttentionShape& s, const KvCacheLaye
   for (int64_t t = 1; t <= limit; ++t) {
     const AttentionStepPlan p = split_plan(t, ctx, kPrefillSplitAlign);
     const int64_t splits = p.num_splits, keys = splits > 1 ? p.split_len : ctx;
-    const int64_t waves = (heavy * splits + d.num_sms - 1) / d.num_sms;
-    const double cost = static_cast<double>(waves) * static_cast<double>(keys + kPrefillCtaOverheadKeys);
+    const int64_t rounds = (heavy * splits + d.num_sms - 1) / d.num_sms;
+    const double cost = static_cast<double>(rounds) * static_cast<double>(keys + kPrefillCtaOverheadKeys);
     if (t == 1 || cost < best_cost) best = t, best_cost = cost;
   }
   return split_plan(best, ctx, kPrefillSplitAlign);
