@@ -238,17 +238,21 @@ TEST(CudaFp8Fused, RmsNormOutputIsUnchangedByTheFp8Variant) {
 }
 
 // ---- (c) act quantized by the epilogue feeds the down projection ----
+// Rows for the GEMMs: the epilogue writes act's codes. Rows for the gemv (FP8 tensor cores):
+// the gate/up tiles write partial maxima of act, and the down gemv quantizes act in one pass
+// with their maximum; without the record (zero() in between) it finds the maxima itself, in
+// registers (down rows of up to 4096, or 8192 in short launches) or in two passes (longer ones,
+// 14336 as Llama-3-8B's).
 
-TEST(CudaFp8Fused, DownProjectionOfFusedActIsBitExact) {
+void check_down_of_fused_act(int64_t k, int64_t m, const std::vector<int64_t>& ns) {
   auto g = gpu_backend();
   auto c = cpu_reference();
   ASSERT_TRUE(g && c);
-  const int64_t k = 576, m = 1536;
   Pair gate = upload(*g, c.get(), m, k, 81, true), up = upload(*g, c.get(), m, k, 82, true);
   Pair down = upload(*g, c.get(), k, m, 83, true);
   Buffer spare = dalloc(*g, 64);
-  for (int64_t n : {5, 37, 300}) {
-    const std::string what = "down n=" + std::to_string(n);
+  for (int64_t n : ns) {
+    const std::string what = "down k=" + std::to_string(k) + " m=" + std::to_string(m) + " n=" + std::to_string(n);
     const auto x = random_floats(n * k, static_cast<uint32_t>(n + 84));
     std::vector<float> acts[2], ys[2];
     for (int run = 0; run < 2; ++run) {  // run 1: zero() in between, so down quantizes act itself
@@ -265,6 +269,7 @@ TEST(CudaFp8Fused, DownProjectionOfFusedActIsBitExact) {
     }
     expect_bits_equal(acts[0], acts[1], what + " act");
     expect_bits_equal(ys[0], ys[1], what + " y");
+    if (n * m > 40 * 1536) continue;  // the CPU reference's largest cases add nothing
     std::vector<float> a(n * m), b(n * m), act_ref(n * m), y_ref(n * k);
     ASSERT_TRUE(c->matmul(x.data(), n, gate.c, a.data()).ok());
     ASSERT_TRUE(c->matmul(x.data(), n, up.c, b.data()).ok());
@@ -274,6 +279,13 @@ TEST(CudaFp8Fused, DownProjectionOfFusedActIsBitExact) {
     // Two FP8 activation quantizations in a row (x, then act): about twice one's error.
     expect_nmse(ys[0], y_ref, 1.2e-2, what + " y vs cpu");
   }
+}
+
+TEST(CudaFp8Fused, DownProjectionOfFusedActIsBitExact) {
+  check_down_of_fused_act(576, 1536, {1, 2, 3, 4, 5, 37, 300});
+  check_down_of_fused_act(256, 14336, {1, 3, 4});
+  check_down_of_fused_act(512, 6144, {3});
+  check_down_of_fused_act(512, 9216, {2});
 }
 
 // ---- (d) writes between the producer and the matmul are seen ----
@@ -339,8 +351,9 @@ TEST(CudaFp8Fused, WritesBetweenProducerAndMatmulAreSeen) {
 // Overwriting the producer's output behind the backend's back (a raw cudaMemcpy, which the
 // backend cannot see) is exactly what the record forbids; here it shows which bytes the next
 // matmul multiplied: the producer's quantization, not the overwritten buffer. Rows for the
-// gemv (n <= kGemvMaxRows, FP8 tensor cores) read the norm's codes too; its gate/up epilogue
-// does not quantize act, so there the down projection reads act itself.
+// gemv (n <= kGemvMaxRows, FP8 tensor cores) read the norm's codes too; its gate/up tiles
+// leave partial maxima of act instead of codes, so there the down projection reads act itself
+// with the scale those maxima give.
 TEST(CudaFp8Fused, NextMatmulUsesTheProducersQuantization) {
   auto g = gpu_backend();
   ASSERT_TRUE(g);
@@ -395,6 +408,23 @@ TEST(CudaFp8Fused, NextMatmulUsesTheProducersQuantization) {
     expect_bits_equal(got[1], want[1], "k after the norm, output clobbered" + what);
     expect_bits_equal(got[2], want[2], "act after the norm, output clobbered" + what);
     expect_bits_equal(got[3], want[3], (gemv ? "down after gate_up_silu" : "down after gate_up_silu, act clobbered") + what);
+    if (!gemv) continue;
+    // act overwritten with values far above its own: quantized with act's scale from the
+    // gate/up tiles (saturating), not with the scale of the new values as a fresh matmul of them.
+    std::vector<float> big(junk.begin(), junk.begin() + n * m);
+    for (float& v : big) v *= 1e4f;
+    ASSERT_TRUE(g->rms_norm(norm).ok());  // P as the norm wrote it (run 1 clobbered it)
+    ASSERT_TRUE(
+        g->matmul_gate_up_silu(P.as<float>(), n, gate.g, up.g, s1.as<float>(), s2.as<float>(), act.as<float>()).ok());
+    ASSERT_TRUE(g->synchronize().ok());
+    ASSERT_EQ(cudaMemcpy(act.data(), big.data(), big.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_TRUE(g->matmul(act.as<float>(), n, down.g, yd.as<float>()).ok());
+    ASSERT_TRUE(g->synchronize().ok());
+    const auto stale = to_host<float>(*g, yd, n * dim);
+    Buffer dj = to_device(*g, big), yf = dalloc(*g, n * dim);
+    ASSERT_TRUE(g->matmul(dj.as<float>(), n, down.g, yf.as<float>()).ok());
+    ASSERT_TRUE(g->synchronize().ok());
+    EXPECT_GT(nmse(stale, to_host<float>(*g, yf, n * dim)), 0.1) << "down of clobbered act uses the tiles' maxima" << what;
   }
 }
 

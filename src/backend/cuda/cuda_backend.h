@@ -174,6 +174,11 @@ class CudaBackend final : public Backend {
   // Notes that x_fp8_ / x_scale_ (fp8) or x_bf16_ (!fp8) now hold x [n, k] in the GEMMs' input
   // type (see prepared_).
   void set_prepared_input(const float* x, int64_t n, int64_t k, bool fp8) { prepared_ = {x, n, k, fp8, capturing_}; }
+  // The gate/up gemv's record for the down projection's gemv: x_absmax_ holds [n, partials]
+  // partial maxima of |x| per row (not codes; only take_prepared_gemv_input reads it).
+  void set_prepared_absmax(const float* x, int64_t n, int64_t k, int64_t partials) {
+    prepared_ = {x, n, k, true, capturing_, partials};
+  }
   void clear_prepared_input() { prepared_ = PreparedInput{}; }
 
   std::shared_ptr<CudaContext> ctx_;
@@ -187,6 +192,7 @@ class CudaBackend final : public Backend {
   Fp8AttentionMath fp8_attention_ = Fp8AttentionMath::kF16;
   Buffer x_fp8_;         // matmul input quantized to fp8 e4m3 per row
   Buffer x_scale_;       // [rows] scales of x_fp8_
+  Buffer x_absmax_;      // [rows, partials] partial maxima of |act| (set_prepared_absmax)
   // GEMM inputs written in the GEMMs' input type by the kernel that produced them (rms_norm; the
   // gate/up epilogue of matmul_gate_up_silu, which writes act for the down projection): FP8
   // quantized (x_fp8_ / x_scale_), or BF16 (x_bf16_, fast precision only), so that
@@ -215,6 +221,7 @@ class CudaBackend final : public Backend {
     int64_t k = 0;
     bool fp8 = false;  // which scratch holds it
     bool capturing = false;
+    int64_t absmax_partials = 0;  // > 0: set_prepared_absmax's record
   };
   PreparedInput prepared_;
   // An F8E4M3 weight was uploaded as FP8: rms_norm then quantizes its output for the FP8 GEMMs.

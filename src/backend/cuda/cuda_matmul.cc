@@ -172,7 +172,7 @@ Status CudaBackend::prepare_gemm_input(const float* x, int64_t n, int64_t k, boo
   const PreparedInput rec = prepared_;
   clear_prepared_input();
   if (rec.x == x && rec.n == n && rec.k == k && rec.fp8 == fp8 && rec.capturing == capturing_ &&
-      (fp8 || precision_ == ActivationPrecision::kFast))
+      rec.absmax_partials == 0 && (fp8 || precision_ == ActivationPrecision::kFast))
     return OkStatus();
   if (fp8) {
     RETURN_IF_ERROR(ensure_scratch(&x_fp8_, static_cast<size_t>(n * k)));
@@ -193,6 +193,11 @@ void CudaBackend::take_prepared_gemv_input(GemvParams* p, DType weights) {
   clear_prepared_input();
   if (weights != DType::kF8E4M3 || !gemv_fp8_mma_supported()) return;
   if (rec.x != p->x || rec.n != p->n || rec.k != p->k || !rec.fp8 || rec.capturing != capturing_) return;
+  if (rec.absmax_partials > 0) {
+    p->x_absmax = x_absmax_.as<float>();
+    p->x_partials = rec.absmax_partials;
+    return;
+  }
   p->xq = x_fp8_.data();
   p->xq_scale = x_scale_.as<float>();
 }
@@ -295,7 +300,18 @@ Status CudaBackend::matmul_gate_up_silu(const float* x, int64_t n, const WeightM
     p.silu = true;
     p.act = act;
     take_prepared_gemv_input(&p, gate.dtype);
-    return launch_status(launch_gemv(p, gate.dtype == DType::kF8E4M3, ctx_->stream), "matmul_gate_up_silu");
+    // On the FP8 tensor cores, act's partial maxima for the down projection, which then
+    // quantizes act in one pass.
+    const bool absmax = gate.dtype == DType::kF8E4M3 && gemv_fp8_mma_supported();
+    const int64_t partials = gemv_fp8_tiles(gate.rows);
+    if (absmax) {
+      RETURN_IF_ERROR(ensure_scratch(&x_absmax_, static_cast<size_t>(n * partials) * sizeof(float)));
+      p.act_absmax = x_absmax_.as<float>();
+    }
+    RETURN_IF_ERROR(
+        launch_status(launch_gemv(p, gate.dtype == DType::kF8E4M3, ctx_->stream), "matmul_gate_up_silu"));
+    if (absmax) set_prepared_absmax(act, n, gate.rows, partials);
+    return OkStatus();
   }
   RETURN_IF_ERROR(prepare_gemm_input(x, n, gate.cols, gate.dtype == DType::kF8E4M3));
   if (gate.dtype != DType::kF8E4M3) {

@@ -134,6 +134,7 @@ __global__ void __launch_bounds__(kNormMaxThreads)
     }
   }
   pdl_wait();
+  pdl_release_if_small();
   const int64_t row = blockIdx.x;
   const float* xr = x ? x + row * dim : nullptr;
   float* rr = residual ? residual + row * dim : nullptr;

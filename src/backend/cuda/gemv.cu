@@ -209,6 +209,7 @@ cudaError_t launch_gemv(const GemvParams& p, bool fp8, cudaStream_t s) {
       (p.silu && (p.num_segments != 2 || !p.act)))
     return cudaErrorInvalidValue;
   if (fp8 && gemv_fp8_mma_supported()) return launch_gemv_fp8_mma(p, s);
+  if (p.x_absmax || p.act_absmax) return cudaErrorInvalidValue;  // the tensor-core path's alone
   if (fp8) return p.silu ? launch_nb<__nv_fp8_e4m3, true>(p, s) : launch_nb<__nv_fp8_e4m3, false>(p, s);
   return p.silu ? launch_nb<__nv_bfloat16, true>(p, s) : launch_nb<__nv_bfloat16, false>(p, s);
 }

@@ -8,7 +8,9 @@
 //    also quantized it (rms_norm: GemvParams::xq), every CTA copies those codes into shared memory;
 //    otherwise every CTA quantizes x per row itself, straight from f32 x, with the rule every FP8
 //    producer shares (kernels.h), so no separate quantization kernel runs and a CTA's result does
-//    not depend on any other's. Both give the same bytes, so the same result bit for bit;
+//    not depend on any other's: in one pass when x's producer left partial maxima of its rows
+//    (the gate/up tiles' epilogue, for the down projection) or the row fits in registers, else
+//    in two (XIn below). All give the same bytes, so the same result bit for bit;
 //  - each lane streams 16 contiguous bytes of two rows per 64-byte k-block (L1-bypassing loads,
 //    two stages of KS k-blocks in flight, both issued before pdl_wait: weights are constant;
 //    KS = 4 for plain rows of k >= kDeepStageK, which measured faster there on an H200 (down
@@ -17,6 +19,8 @@
 //    depend on the order of its terms).
 // The f32 accumulation inside one MMA is the tensor cores' (as the prefill GEMM's fast mode).
 #include <cuda_fp8.h>
+
+#include <algorithm>
 
 #include "backend/cuda/dynamic_smem.h"
 #include "backend/cuda/device_info.h"
@@ -108,36 +112,88 @@ __device__ __forceinline__ void multiply_stage(const uint4 (&v)[KS][M][2], float
   }
 }
 
-// x rows [n, k] f32 (k a multiple of 16, rows 16-byte aligned) -> E4M3 in shared memory
-// ([n][xstride], zero past k) and their scales; four values per access.
-__device__ void quantize_x(const float* __restrict__ x, int n, int64_t k, int64_t xstride, unsigned char* xq,
-                           float* xscale, float* red) {
+// How a launch gets x's E4M3 codes into shared memory ([n][xstride], zero past k) and their
+// scales, all with the per-row rule every FP8 producer shares (kernels.h), so all four give the
+// same bytes and the same results bit for bit:
+//  - kCodes: x's producer quantized it (rms_norm): one copy of n * k bytes (copy_x);
+//  - kAbsmax: x's producer wrote partial maxima of |x| per row (the gate/up epilogue, one per
+//    CTA): the row's scale is their maximum, then one pass over x's f32 row;
+//  - kHeld4 / kHeld8 (k <= 4096 / 8192): each thread loads its part of the row (4 or 8 float4s)
+//    into registers once, the block reduces its maximum, and the codes are made from the
+//    registers. kHeld8's registers allow two CTAs per SM instead of three, so it is taken only
+//    where that adds no wave (launch_input);
+//  - kTwoPass: the row's maximum, then a second pass over it for the codes.
+enum class XIn { kCodes, kAbsmax, kHeld4, kHeld8, kTwoPass };
+__host__ __device__ constexpr int held_vec(XIn in) { return in == XIn::kHeld4 ? 4 : in == XIn::kHeld8 ? 8 : 0; }
+__host__ __device__ constexpr int64_t held_k(XIn in) { return int64_t{held_vec(in)} * 4 * kThreads; }
+
+__device__ __forceinline__ float absmax4(float4 v) {
+  return fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+}
+
+__device__ __forceinline__ unsigned e4m3x4(float4 v, float inv) {
+  const __nv_fp8_e4m3 e[4] = {__nv_fp8_e4m3(v.x * inv), __nv_fp8_e4m3(v.y * inv), __nv_fp8_e4m3(v.z * inv),
+                              __nv_fp8_e4m3(v.w * inv)};
+  return static_cast<unsigned>(e[0].__x) | static_cast<unsigned>(e[1].__x) << 8 |
+         static_cast<unsigned>(e[2].__x) << 16 | static_cast<unsigned>(e[3].__x) << 24;
+}
+
+// The row's scale from each thread's partial maximum. red: kWarps floats used by this call
+// alone (a later call takes other ones, so no barrier is needed after the reads).
+__device__ float row_scale(float m, float* red) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = m;
+  __syncthreads();
+  float a = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) a = fmaxf(a, red[w]);
+  return fmaxf(a / kFp8Max, kFp8MinScale);
+}
+
+// x's row as codes from f32 with a known scale (zero past k, up to xstride).
+__device__ __forceinline__ void quantize_row(const float4* __restrict__ xr, int64_t k, int64_t xstride, float inv,
+                                             unsigned* q) {
+  for (int64_t i = threadIdx.x; i < xstride / 4; i += kThreads)
+    q[i] = e4m3x4(4 * i < k ? __ldg(xr + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f), inv);
+}
+
+// x rows [n, k] f32 (k a multiple of 16, rows 16-byte aligned) -> codes and scales as IN says;
+// absmax: [n, partials] for kAbsmax. red: n * kWarps floats.
+template <XIn IN>
+__device__ void quantize_x(const float* __restrict__ x, const float* __restrict__ absmax, int64_t partials, int n,
+                           int64_t k, int64_t xstride, unsigned char* xq, float* xscale, float* red) {
   for (int b = 0; b < n; ++b) {
     const float4* xr = reinterpret_cast<const float4*>(x + b * k);
-    float m = 0.0f;
-    for (int64_t i = threadIdx.x; i < k / 4; i += kThreads) {
-      const float4 v = __ldg(xr + i);
-      m = fmaxf(m, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = m;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      float a = 0.0f;
-      for (int w = 0; w < kWarps; ++w) a = fmaxf(a, red[w]);
-      xscale[b] = fmaxf(a / kFp8Max, kFp8MinScale);
-    }
-    __syncthreads();
-    const float inv = 1.0f / xscale[b];
     unsigned* q = reinterpret_cast<unsigned*>(xq + b * xstride);
-    for (int64_t i = threadIdx.x; i < xstride / 4; i += kThreads) {
-      const float4 v = 4 * i < k ? __ldg(xr + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      const __nv_fp8_e4m3 e[4] = {__nv_fp8_e4m3(v.x * inv), __nv_fp8_e4m3(v.y * inv), __nv_fp8_e4m3(v.z * inv),
-                                  __nv_fp8_e4m3(v.w * inv)};
-      q[i] = static_cast<unsigned>(e[0].__x) | static_cast<unsigned>(e[1].__x) << 8 |
-             static_cast<unsigned>(e[2].__x) << 16 | static_cast<unsigned>(e[3].__x) << 24;
+    float m = 0.0f;
+    if constexpr (held_vec(IN) > 0) {
+      float4 v[held_vec(IN)];
+#pragma unroll
+      for (int r = 0; r < held_vec(IN); ++r) {
+        const int64_t i = threadIdx.x + r * kThreads;
+        v[r] = 4 * i < k ? __ldg(xr + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        m = fmaxf(m, absmax4(v[r]));
+      }
+      const float scale = row_scale(m, red + b * kWarps);
+      if (threadIdx.x == 0) xscale[b] = scale;
+      const float inv = 1.0f / scale;
+#pragma unroll
+      for (int r = 0; r < held_vec(IN); ++r) {
+        const int64_t i = threadIdx.x + r * kThreads;
+        if (4 * i < k) q[i] = e4m3x4(v[r], inv);
+      }
+      for (int64_t i = k / 4 + threadIdx.x; i < xstride / 4; i += kThreads) q[i] = 0;
+      continue;
     }
+    if constexpr (IN == XIn::kAbsmax) {
+      for (int64_t i = threadIdx.x; i < partials; i += kThreads) m = fmaxf(m, __ldg(absmax + b * partials + i));
+    } else {
+      for (int64_t i = threadIdx.x; i < k / 4; i += kThreads) m = fmaxf(m, absmax4(__ldg(xr + i)));
+    }
+    const float scale = row_scale(m, red + b * kWarps);
+    if (threadIdx.x == 0) xscale[b] = scale;
+    quantize_row(xr, k, xstride, 1.0f / scale, q);
   }
   __syncthreads();
 }
@@ -157,8 +213,8 @@ __device__ void copy_x(const unsigned char* __restrict__ xq, const float* __rest
   __syncthreads();
 }
 
-template <bool SILU, int KS, bool PREPARED>
-__global__ void __launch_bounds__(kThreads) gemv_fp8_kernel(const GemvParams p, int64_t xstride) {
+template <bool SILU, int KS, XIn IN>
+__global__ void __launch_bounds__(kThreads, (!SILU && KS == 2 && IN != XIn::kHeld8) ? 3 : 2) gemv_fp8_kernel(const GemvParams p, int64_t xstride) {
   constexpr int M = SILU ? 2 : 1;
   extern __shared__ __align__(16) unsigned char smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -181,10 +237,10 @@ __global__ void __launch_bounds__(kThreads) gemv_fp8_kernel(const GemvParams p, 
   unsigned char* xq = smem;                                               // [n][xstride]
   float* xscale = reinterpret_cast<float*>(smem + n * xstride);           // [n]
   float* red = xscale + kGemvMaxRows;                                     // [kWarps][M][16][8]
-  if constexpr (PREPARED)
+  if constexpr (IN == XIn::kCodes)
     copy_x(static_cast<const unsigned char*>(p.xq), p.xq_scale, n, p.k, xstride, xq, xscale);
   else
-    quantize_x(p.x, n, p.k, xstride, xq, xscale, red);
+    quantize_x<IN>(p.x, p.x_absmax, p.x_partials, n, p.k, xstride, xq, xscale, red);
 
   float acc[M][4];
 #pragma unroll
@@ -211,7 +267,6 @@ __global__ void __launch_bounds__(kThreads) gemv_fp8_kernel(const GemvParams p, 
   if (threadIdx.x >= kTileRows * n) return;
   const int row = threadIdx.x % kTileRows, col = threadIdx.x / kTileRows;
   const RowRef ref = row_ref(p, r0 + row, 0);
-  if (!ref.live) return;
   float s[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) {
@@ -221,42 +276,64 @@ __global__ void __launch_bounds__(kThreads) gemv_fp8_kernel(const GemvParams p, 
     s[m] *= xscale[col] * (sg.scale ? sg.scale[sg.per_row_scale ? ref.local : 0] : 1.0f);
   }
   const GemvSegment& sg = p.seg[ref.seg];
-  if (!SILU) {
-    sg.y[col * sg.rows + ref.local] = s[0];
+  if constexpr (!SILU) {
+    if (ref.live) sg.y[col * sg.rows + ref.local] = s[0];
   } else {
     const float gt = s[0], up = s[M - 1];
-    p.act[col * sg.rows + ref.local] = gt / (1.0f + __expf(-gt)) * up;
+    const float a = ref.live ? gt / (1.0f + __expf(-gt)) * up : 0.0f;
+    if (ref.live) p.act[col * sg.rows + ref.local] = a;
+    if (p.act_absmax) {
+      // The tile's maximum of |act| per x row: a column's 16 lanes are one half-warp, and the
+      // last warp that holds columns may hold only its lower half (n odd).
+      const unsigned lanes = threadIdx.x / 32 * 32 + 32 <= kTileRows * n ? 0xffffffffu : 0x0000ffffu;
+      float m = fabsf(a);
+#pragma unroll
+      for (int o = kTileRows / 2; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(lanes, m, o));
+      if (row == 0) p.act_absmax[col * gridDim.x + blockIdx.x] = m;
+    }
   }
 }
 
-template <bool SILU, int KS, bool PREPARED>
+template <bool SILU, int KS, XIn IN>
 cudaError_t launch_typed(const GemvParams& p, cudaStream_t s) {
   const int64_t xstride = (p.k + kBlock - 1) / kBlock * kBlock + kXPad;
   const int64_t smem = p.n * xstride + kGemvMaxRows * 4 + kWarps * (SILU ? 2 : 1) * kTileRows * 8 * 4;
   if (smem > kMaxSmem) return cudaErrorInvalidValue;
   // The opt-in is made once per device, so for the largest size any launch uses.
-  cudaError_t e = allow_dynamic_smem<gemv_fp8_kernel<SILU, KS, PREPARED>>(kMaxSmem);
+  cudaError_t e = allow_dynamic_smem<gemv_fp8_kernel<SILU, KS, IN>>(kMaxSmem);
   if (e != cudaSuccess) return e;
-  const int64_t grid = (p.total_rows + kTileRows - 1) / kTileRows;
-  return launch_pdl(gemv_fp8_kernel<SILU, KS, PREPARED>, dim3(static_cast<unsigned>(grid)), dim3(kThreads),
-                    static_cast<size_t>(smem), s, p, xstride);
+  return launch_pdl(gemv_fp8_kernel<SILU, KS, IN>, dim3(static_cast<unsigned>(gemv_fp8_tiles(p.total_rows))),
+                    dim3(kThreads), static_cast<size_t>(smem), s, p, xstride);
+}
+
+template <bool SILU, int KS>
+cudaError_t launch_input(const GemvParams& p, cudaStream_t s) {
+  if (p.xq) return launch_typed<SILU, KS, XIn::kCodes>(p, s);
+  if (p.x_absmax) return launch_typed<SILU, KS, XIn::kAbsmax>(p, s);
+  if constexpr (KS == 2 && !SILU) {  // KS 4 takes rows longer than 8192; SiLU tiles lack the registers
+    if (p.k <= held_k(XIn::kHeld4)) return launch_typed<SILU, KS, XIn::kHeld4>(p, s);
+    // kHeld8 at two CTAs per SM where that is as many waves as three per SM.
+    const int64_t grid = gemv_fp8_tiles(p.total_rows), sms = std::max(current_device_sms(), 1);
+    if (p.k <= held_k(XIn::kHeld8) && (grid + 2 * sms - 1) / (2 * sms) == (grid + 3 * sms - 1) / (3 * sms))
+      return launch_typed<SILU, KS, XIn::kHeld8>(p, s);
+  }
+  return launch_typed<SILU, KS, XIn::kTwoPass>(p, s);
 }
 
 }  // namespace
 
 bool gemv_fp8_mma_supported() { return current_device_sm() >= 89; }
 
+int64_t gemv_fp8_tiles(int64_t rows) { return (rows + kTileRows - 1) / kTileRows; }
+
 cudaError_t launch_gemv_fp8_mma(const GemvParams& p, cudaStream_t s) {
   if (p.n < 1 || p.n > kGemvMaxRows || p.k % 16 != 0 || p.num_segments < 1 || p.num_segments > 3 ||
-      p.total_rows <= 0 || (p.silu && (p.num_segments != 2 || !p.act)))
+      p.total_rows <= 0 || (p.silu && (p.num_segments != 2 || !p.act)) || (p.act_absmax && !p.silu))
     return cudaErrorInvalidValue;
-  if (p.xq) {
-    if (!p.xq_scale || reinterpret_cast<uintptr_t>(p.xq) % 16 != 0) return cudaErrorInvalidValue;
-    if (p.silu) return launch_typed<true, 2, true>(p, s);
-    return p.k >= kDeepStageK ? launch_typed<false, 4, true>(p, s) : launch_typed<false, 2, true>(p, s);
-  }
-  if (p.silu) return launch_typed<true, 2, false>(p, s);
-  return p.k >= kDeepStageK ? launch_typed<false, 4, false>(p, s) : launch_typed<false, 2, false>(p, s);
+  if (p.xq && (!p.xq_scale || reinterpret_cast<uintptr_t>(p.xq) % 16 != 0)) return cudaErrorInvalidValue;
+  if (p.x_absmax && p.x_partials < 1) return cudaErrorInvalidValue;
+  if (p.silu) return launch_input<true, 2>(p, s);
+  return p.k >= kDeepStageK ? launch_input<false, 4>(p, s) : launch_input<false, 2>(p, s);
 }
 
 }  // namespace lancet::cuda

@@ -150,6 +150,13 @@ struct GemvParams {
   // (16-byte aligned) and [n] scales; null: the kernel quantizes x itself (same bytes).
   const void* xq = nullptr;
   const float* xq_scale = nullptr;
+  // Also on that path, without xq: x's producer wrote partial maxima of |x| per row, [n,
+  // x_partials] (the row's absmax is their maximum), so the kernel quantizes x in one pass.
+  const float* x_absmax = nullptr;
+  int64_t x_partials = 0;
+  // silu on that path: also write those partial maxima of act for the next gemv, one per CTA:
+  // [n, gemv_fp8_tiles(total_rows)] (null: not written).
+  float* act_absmax = nullptr;
 };
 
 // k must be a multiple of this (the 16-byte weight load) and W rows 16-byte aligned.
@@ -160,6 +167,7 @@ int gemv_k_multiple(bool fp8);
 cudaError_t launch_gemv(const GemvParams& p, bool fp8, cudaStream_t s);
 bool gemv_fp8_mma_supported();  // the current device runs launch_gemv_fp8_mma
 cudaError_t launch_gemv_fp8_mma(const GemvParams& p, cudaStream_t s);
+int64_t gemv_fp8_tiles(int64_t rows);  // CTAs of a launch_gemv_fp8_mma over rows weight rows
 
 // ---- FP8 activations (fp8_activations.cu) ----
 // Per-row dynamic quantization: scale[r] = max(absmax(x[r]) / 448, tiny), q = e4m3(x / scale).

@@ -21,6 +21,7 @@ template <typename T>
 __global__ void rope_kv_write_kernel(RopeArgs r, KvWriteArgs w, T* __restrict__ kc, T* __restrict__ vc,
                                      int64_t num_slots, float inv_ks, float inv_vs, unsigned* err) {
   pdl_wait();
+  pdl_release_if_small();
   const int64_t t = blockIdx.x;
   const int64_t half = r.rotary_dim / 2;
   const int64_t item = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;

@@ -21,6 +21,7 @@ __global__ void __launch_bounds__(D) attention_reduce_kernel(const float* __rest
   __shared__ float s_w[kMaxMergeSplits];  // split s's weight exp2(m_s - max) (0 for an empty split)
   __shared__ float s_red[2 * (D / 32)];
   pdl_wait();
+  pdl_release_if_small();
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int64_t oh = blockIdx.x;
   const float* part = partial + oh * stride * (D + 2);
