@@ -424,7 +424,8 @@ TEST(CudaFp8Fused, NextMatmulUsesTheProducersQuantization) {
     Buffer dj = to_device(*g, big), yf = dalloc(*g, n * dim);
     ASSERT_TRUE(g->matmul(dj.as<float>(), n, down.g, yf.as<float>()).ok());
     ASSERT_TRUE(g->synchronize().ok());
-    EXPECT_GT(nmse(stale, to_host<float>(*g, yf, n * dim)), 0.1) << "down of clobbered act uses the tiles' maxima" << what;
+    EXPECT_GT(nmse(stale, to_host<float>(*g, yf, n * dim)), 0.1)
+        << "down of clobbered act uses the tiles' maxima" << what;
   }
 }
 

@@ -23,6 +23,7 @@
 #include <algorithm>
 
 #include "backend/cuda/dynamic_smem.h"
+#include "backend/cuda/fp8_pack.cuh"
 #include "backend/cuda/device_info.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
@@ -131,13 +132,6 @@ __device__ __forceinline__ float absmax4(float4 v) {
   return fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
 }
 
-__device__ __forceinline__ unsigned e4m3x4(float4 v, float inv) {
-  const __nv_fp8_e4m3 e[4] = {__nv_fp8_e4m3(v.x * inv), __nv_fp8_e4m3(v.y * inv), __nv_fp8_e4m3(v.z * inv),
-                              __nv_fp8_e4m3(v.w * inv)};
-  return static_cast<unsigned>(e[0].__x) | static_cast<unsigned>(e[1].__x) << 8 |
-         static_cast<unsigned>(e[2].__x) << 16 | static_cast<unsigned>(e[3].__x) << 24;
-}
-
 // The row's scale from each thread's partial maximum. red: kWarps floats used by this call
 // alone (a later call takes other ones, so no barrier is needed after the reads).
 __device__ float row_scale(float m, float* red) {
@@ -155,7 +149,7 @@ __device__ float row_scale(float m, float* red) {
 __device__ __forceinline__ void quantize_row(const float4* __restrict__ xr, int64_t k, int64_t xstride, float inv,
                                              unsigned* q) {
   for (int64_t i = threadIdx.x; i < xstride / 4; i += kThreads)
-    q[i] = e4m3x4(4 * i < k ? __ldg(xr + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f), inv);
+    q[i] = fp8x4(4 * i < k ? __ldg(xr + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f), inv);
 }
 
 // x rows [n, k] f32 (k a multiple of 16, rows 16-byte aligned) -> codes and scales as IN says;
@@ -181,7 +175,7 @@ __device__ void quantize_x(const float* __restrict__ x, const float* __restrict_
 #pragma unroll
       for (int r = 0; r < held_vec(IN); ++r) {
         const int64_t i = threadIdx.x + r * kThreads;
-        if (4 * i < k) q[i] = e4m3x4(v[r], inv);
+        if (4 * i < k) q[i] = fp8x4(v[r], inv);
       }
       for (int64_t i = k / 4 + threadIdx.x; i < xstride / 4; i += kThreads) q[i] = 0;
       continue;
@@ -214,7 +208,8 @@ __device__ void copy_x(const unsigned char* __restrict__ xq, const float* __rest
 }
 
 template <bool SILU, int KS, XIn IN>
-__global__ void __launch_bounds__(kThreads, (!SILU && KS == 2 && IN != XIn::kHeld8) ? 3 : 2) gemv_fp8_kernel(const GemvParams p, int64_t xstride) {
+__global__ void __launch_bounds__(kThreads, (!SILU && KS == 2 && IN != XIn::kHeld8) ? 3 : 2)
+    gemv_fp8_kernel(const GemvParams p, int64_t xstride) {
   constexpr int M = SILU ? 2 : 1;
   extern __shared__ __align__(16) unsigned char smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
