@@ -6,6 +6,7 @@
 // formats they cannot handle; they never abort on bad input.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -384,6 +385,18 @@ class Backend {
                                                                      size_t nbytes);
   // Host memory the backend copies from fastest (pinned on CUDA; plain memory on CPU).
   virtual StatusOr<Buffer> alloc_host(size_t nbytes);
+  // A point in the backend's queue, for timelines of steps (runner/device_timeline.h):
+  // reached() says, without waiting, whether the work enqueued before the mark has run, and
+  // seconds_after(earlier) is the device time between two reached marks of this backend.
+  // Default: the host clock when the mark is made (the CPU, whose ops run as they are called).
+  // Not allowed while capturing a graph.
+  class DeviceMark {
+   public:
+    virtual ~DeviceMark() = default;
+    virtual StatusOr<bool> reached() = 0;
+    virtual StatusOr<double> seconds_after(DeviceMark& earlier) = 0;
+  };
+  virtual StatusOr<std::unique_ptr<DeviceMark>> mark_device();
   // Free and total bytes of device memory; false where memory is the host's (CPU).
   virtual bool memory_info(size_t* free_bytes, size_t* total_bytes) {
     (void)free_bytes;
@@ -535,6 +548,22 @@ inline StatusOr<Buffer> Backend::alloc_host(size_t nbytes) {
   const size_t n = nbytes ? nbytes : 1;
   void* p = ::operator new(n, std::align_val_t{64});
   return Buffer(p, nbytes, std::shared_ptr<void>(p, [](void* q) { ::operator delete(q, std::align_val_t{64}); }));
+}
+
+inline StatusOr<std::unique_ptr<Backend::DeviceMark>> Backend::mark_device() {
+  class HostMark final : public DeviceMark {
+   public:
+    StatusOr<bool> reached() override { return true; }
+    StatusOr<double> seconds_after(DeviceMark& earlier) override {
+      auto* e = dynamic_cast<HostMark*>(&earlier);
+      if (!e) return InvalidArgument("device mark: the earlier mark is from another backend");
+      return std::chrono::duration<double>(at_ - e->at_).count();
+    }
+
+   private:
+    std::chrono::steady_clock::time_point at_ = std::chrono::steady_clock::now();
+  };
+  return std::unique_ptr<DeviceMark>(new HostMark());
 }
 
 struct CpuBackendOptions {

@@ -86,15 +86,6 @@ void print_speculation(const nlohmann::json& j, int width) {
               100.0 * s["acceptance_rate"].get<double>(), s["final_k"].get<int>());
 }
 
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const double idx = p / 100.0 * static_cast<double>(v.size() - 1);
-  const size_t lo = static_cast<size_t>(idx);
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (idx - static_cast<double>(lo));
-}
-
 // Model flags `lancet serve` has, for benchmarks too, unless the shared runtime flags
 // (runtime_flags.cc) already define them.
 void add_bench_model_flags(CLI::App& app, RuntimeConfig* rc) {
@@ -278,6 +269,7 @@ int bench_throughput(int argc, char** argv) {
   add_speculation((*rt)->async_engine().stats(), &j);
   add_engine_timing((*rt)->async_engine().stats(), &j);
   add_step_profile((*rt)->take_step_profile(), &j);
+  add_device_timeline((*rt)->take_device_timeline(), &j);
   if (json) {
     std::printf("%s\n", j.dump().c_str());
   } else {
@@ -290,6 +282,7 @@ int bench_throughput(int argc, char** argv) {
     std::printf("%-22s %.1f\n", "total tokens/s", j["total_tokens_per_s"].get<double>());
     print_speculation(j, 22);
     print_engine_timing(j, 22);
+    print_device_timeline(j, 22);
     print_step_profile(j);
   }
   return 0;
@@ -326,7 +319,10 @@ int latency_at(Runtime& rt, const RuntimeConfig& rc, const SamplingParams& sp, i
                const LatencyOptions& o) {
   std::vector<double> ttft, tpot, e2e;
   const int batch_size = o.batch_size, output_len = o.output_len, iters = o.iters;
-  if (o.warmup == 0) rt.take_step_profile();  // nothing from before this length
+  if (o.warmup == 0) {  // nothing from before this length
+    rt.take_step_profile();
+    rt.take_device_timeline();
+  }
   int64_t hits_before = rt.async_engine().stats().prefix_hits;
   for (int it = 0; it < o.warmup + iters; ++it) {
     // Fresh prompts every iteration and every length: no prefix-cache hits (the prompts of one
@@ -343,7 +339,8 @@ int latency_at(Runtime& rt, const RuntimeConfig& rc, const SamplingParams& sp, i
       return 1;
     }
     if (it + 1 == o.warmup) {
-      rt.take_step_profile();  // the profile covers the measured iterations
+      rt.take_step_profile();  // the profile and the timeline cover the measured iterations
+      rt.take_device_timeline();
       hits_before = rt.async_engine().stats().prefix_hits;
     }
     if (it < o.warmup) continue;
@@ -389,6 +386,7 @@ int latency_at(Runtime& rt, const RuntimeConfig& rc, const SamplingParams& sp, i
   add_speculation(rt.async_engine().stats(), &j);  // totals since the model loaded (all lengths so far)
   add_engine_timing(rt.async_engine().stats(), &j);  // likewise
   add_step_profile(rt.take_step_profile(), &j);      // this length's measured iterations
+  add_device_timeline(rt.take_device_timeline(), &j);
   if (o.weight_gb > 0 && o.bandwidth_tbs > 0) {
     const double roof = o.bandwidth_tbs * 1e3 / o.weight_gb;
     j["roofline_tok_per_s"] = roof;
@@ -414,6 +412,7 @@ int latency_at(Runtime& rt, const RuntimeConfig& rc, const SamplingParams& sp, i
                   j["roofline_tok_per_s"].get<double>());
     print_speculation(j, 18);
     print_engine_timing(j, 18);
+    print_device_timeline(j, 18);
     print_step_profile(j);
   }
   return 0;

@@ -1,5 +1,6 @@
 #include "cli/bench_profile.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -69,6 +70,40 @@ void print_step_profile(const nlohmann::json& j) {
     }
     std::printf("\n");
   }
+}
+
+void add_device_timeline(const DeviceTimelineStats& t, nlohmann::json* j) {
+  if (t.steps == 0) return;
+  const double gap_mean = t.gaps > 0 ? t.gap_seconds / static_cast<double>(t.gaps) : 0.0;
+  const double total = t.busy_seconds + t.gap_seconds;
+  (*j)["device_timeline"] = {{"steps", t.steps},
+                             {"busy_ms_per_step", 1e3 * t.busy_seconds / static_cast<double>(t.steps)},
+                             {"gaps", t.gaps},
+                             {"gap_us_mean", 1e6 * gap_mean},
+                             {"gap_us_p50", 1e6 * percentile(t.gap_samples, 50)},
+                             {"gap_us_p99", 1e6 * percentile(t.gap_samples, 99)},
+                             {"gap_us_max", 1e6 * t.max_gap_seconds},
+                             {"idle_share", total > 0 ? t.gap_seconds / total : 0.0}};
+}
+
+void print_device_timeline(const nlohmann::json& j, int width) {
+  if (!j.contains("device_timeline")) return;
+  const nlohmann::json& t = j["device_timeline"];
+  std::printf("%-*s %.1f us idle between steps (p50 %.1f, p99 %.1f, max %.1f; %lld gaps), "
+              "%.2f%% idle, %.3f ms busy per step\n",
+              width, "device gaps", t["gap_us_mean"].get<double>(), t["gap_us_p50"].get<double>(),
+              t["gap_us_p99"].get<double>(), t["gap_us_max"].get<double>(),
+              static_cast<long long>(t["gaps"].get<int64_t>()), 100.0 * t["idle_share"].get<double>(),
+              t["busy_ms_per_step"].get<double>());
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double idx = p / 100.0 * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(idx);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (idx - static_cast<double>(lo));
 }
 
 }  // namespace lancet

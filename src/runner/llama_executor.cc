@@ -172,6 +172,9 @@ Status LlamaExecutor::launch_step(std::span<const SeqStepInput> batch, std::span
   }
   std::vector<uint8_t> on_device;
   RETURN_IF_ERROR(check_rows(rows, R, &on_device));
+  // The step's place on the device timeline: from before its first upload to after its draw.
+  const bool follows_in_flight = ring_->num_launched() > 0;
+  ASSIGN_OR_RETURN(std::unique_ptr<Backend::DeviceMark> begin, be.mark_device());
   RETURN_IF_ERROR(ring_->prepare_feeds(feeds, num_tokens));
   // The fed ids are written into the uploaded metadata (or the graph's arena) behind its copy
   // and before the forward; the host's placeholders never reach the embedding.
@@ -181,7 +184,11 @@ Status LlamaExecutor::launch_step(std::span<const SeqStepInput> batch, std::span
   };
   StepMetadata st;
   RETURN_IF_ERROR(run_step(batch, &st, /*allow_graphs=*/true, feed));
-  return ring_->sample(model_.logits_device(), R, model_.config().vocab_size, rows);
+  RETURN_IF_ERROR(ring_->sample(model_.logits_device(), R, model_.config().vocab_size, rows));
+  ASSIGN_OR_RETURN(std::unique_ptr<Backend::DeviceMark> end, be.mark_device());
+  std::lock_guard<std::mutex> lock(timeline_mu_);
+  timeline_.add_step(std::move(begin), std::move(end), follows_in_flight);
+  return OkStatus();
 }
 
 Status LlamaExecutor::collect_step(std::vector<int32_t>* tokens) {
@@ -190,8 +197,15 @@ Status LlamaExecutor::collect_step(std::vector<int32_t>* tokens) {
   RETURN_IF_ERROR(ring_->collect(tokens));
   // Nothing else is queued once the last launched step is collected: waiting costs nothing
   // then, and reports what the kernels found wrong in these steps (the backend's error word).
-  if (ring_->num_launched() == 0) return model_.backend(0).synchronize();
-  return OkStatus();
+  if (ring_->num_launched() == 0) RETURN_IF_ERROR(model_.backend(0).synchronize());
+  std::lock_guard<std::mutex> lock(timeline_mu_);
+  return timeline_.harvest();
+}
+
+DeviceTimelineStats LlamaExecutor::take_device_timeline() {
+  std::lock_guard<std::mutex> lock(timeline_mu_);
+  (void)timeline_.harvest();  // what has run by now; a failed query leaves the steps pending
+  return timeline_.take();
 }
 
 }  // namespace lancet

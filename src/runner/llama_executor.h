@@ -12,6 +12,7 @@
 #include "model/kv_buffers.h"
 #include "model/llama_model.h"
 #include "runner/decode_graphs.h"
+#include "runner/device_timeline.h"
 #include "runner/device_token_ring.h"
 #include "runner/model_executor.h"
 #include "runner/step_upload.h"
@@ -73,6 +74,9 @@ class LlamaExecutor : public ModelExecutor {
   // The op times since the last call (zero without LlamaExecutorOptions::op_timing), and
   // starts over; any thread.
   StepProfile take_step_profile();
+  // The device timeline of the asynchronous steps collected since the last call (busy time and
+  // the gaps between steps, runner/device_timeline.h), and starts over; any thread.
+  DeviceTimelineStats take_device_timeline();
 
  private:
   LlamaExecutor(LlamaModel& model, const KvBlockConfig& blocks) : model_(model), blocks_(blocks) {}
@@ -99,6 +103,8 @@ class LlamaExecutor : public ModelExecutor {
   bool op_timing_ = false;
   std::mutex profile_mu_;
   StepProfile profile_;  // guarded by profile_mu_
+  std::mutex timeline_mu_;
+  DeviceTimeline timeline_;  // asynchronous steps; guarded by timeline_mu_
 };
 
 }  // namespace lancet

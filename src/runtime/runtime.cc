@@ -83,6 +83,8 @@ Runtime::~Runtime() {
 
 StepProfile Runtime::take_step_profile() { return impl_->executor->take_step_profile(); }
 
+DeviceTimelineStats Runtime::take_device_timeline() { return impl_->executor->take_device_timeline(); }
+
 bool Runtime::lora_enabled() const { return loras_ != nullptr; }
 
 std::shared_ptr<const LoraRef> Runtime::find_lora(const std::string& name) const {

@@ -156,6 +156,10 @@ class Runtime {
   // With profile_ops: the target's op times by kind since the last call, and starts over
   // (zero without profile_ops). Any thread.
   StepProfile take_step_profile();
+  // The target's asynchronous steps since the last call: device busy time per step and the gaps
+  // in which the device waited for the host between steps (runner/device_timeline.h), and
+  // starts over. Empty where steps run at launch (several ranks, profile_ops). Any thread.
+  DeviceTimelineStats take_device_timeline();
 
   // LoRA adapters (RuntimeConfig::lora_modules, load_lora). find_lora: the adapter served as
   // `name`, null when there is none (a request's model name that is no adapter).

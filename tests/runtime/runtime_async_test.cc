@@ -106,6 +106,16 @@ TEST(RuntimeAsync, FixturesGreedyEqualsHfGolden) {
     const auto out = run_batch(*rt, reqs);
     for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(out[i].tokens[0], golden[i]) << fx << " case " << i;
     expect_async_and_clean(*rt, fx);
+    // Every step is on the device timeline; those launched behind a step in flight (all but
+    // the first of the batch, at least) have a gap each.
+    const DeviceTimelineStats tl = rt->take_device_timeline();
+    EXPECT_EQ(tl.steps, rt->async_engine().stats().async_steps) << fx;
+    EXPECT_GT(tl.gaps, 0) << fx;
+    EXPECT_LT(tl.gaps, tl.steps) << fx;
+    EXPECT_EQ(tl.gap_samples.size(), static_cast<size_t>(tl.gaps)) << fx;
+    EXPECT_GT(tl.busy_seconds, 0.0) << fx;
+    EXPECT_LE(tl.max_gap_seconds, tl.gap_seconds) << fx;
+    EXPECT_EQ(rt->take_device_timeline().steps, 0) << fx;  // taken: starts over
   }
 }
 

@@ -1,7 +1,7 @@
 // CudaBackend's side of asynchronous steps: device sampling whose tokens stay on the GPU, the
 // token feed into the next step's inputs, and device-to-host copies that run on a copy stream
 // of their own, so the host can read one step's tokens while the compute stream already runs
-// the next step.
+// the next step; and the marks that time the steps on the device (timing events).
 #include <cmath>
 #include <string>
 
@@ -30,6 +30,35 @@ class CudaPendingCopy final : public Backend::PendingCopy {
  private:
   int device_;
   cudaEvent_t done_;
+};
+
+// A timing event recorded on the compute stream.
+class CudaDeviceMark final : public Backend::DeviceMark {
+ public:
+  CudaDeviceMark(int device, cudaEvent_t event) : device_(device), event_(event) {}
+  ~CudaDeviceMark() override {
+    DeviceScope scope(device_);
+    cudaEventDestroy(event_);
+  }
+  StatusOr<bool> reached() override {
+    DeviceScope scope(device_);
+    const cudaError_t e = cudaEventQuery(event_);
+    if (e == cudaSuccess) return true;
+    if (e == cudaErrorNotReady) return false;
+    return cuda_status(e, "device mark: query");
+  }
+  StatusOr<double> seconds_after(DeviceMark& earlier) override {
+    auto* e = dynamic_cast<CudaDeviceMark*>(&earlier);
+    if (!e || e->device_ != device_) return InvalidArgument("device mark: the earlier mark is from another device");
+    DeviceScope scope(device_);
+    float ms = 0;
+    LANCET_CUDA_RETURN(cudaEventElapsedTime(&ms, e->event_, event_), "device mark: elapsed time");
+    return static_cast<double>(ms) * 1e-3;
+  }
+
+ private:
+  int device_;
+  cudaEvent_t event_;
 };
 
 }  // namespace
@@ -98,6 +127,16 @@ StatusOr<std::unique_ptr<Backend::PendingCopy>> CudaBackend::copy_to_host_async(
     return cuda_status(r, "copy_to_host_async");
   }
   return std::unique_ptr<PendingCopy>(std::move(pending));
+}
+
+StatusOr<std::unique_ptr<Backend::DeviceMark>> CudaBackend::mark_device() {
+  if (capturing_) return FailedPrecondition("mark_device: not allowed while capturing a graph");
+  DeviceScope scope(ctx_->device);
+  cudaEvent_t event = nullptr;
+  LANCET_CUDA_RETURN(cudaEventCreate(&event), "mark_device: event");
+  auto mark = std::make_unique<CudaDeviceMark>(ctx_->device, event);
+  LANCET_CUDA_RETURN(cudaEventRecord(event, ctx_->stream), "mark_device: record");
+  return std::unique_ptr<DeviceMark>(std::move(mark));
 }
 
 }  // namespace lancet::cuda

@@ -135,12 +135,14 @@ class CudaBackend final : public Backend {
   bool supports_device_sampling() const override { return true; }
   Status sample_rows(const float* logits, int64_t rows, int64_t vocab, std::span<const DeviceSampleRow> params,
                      int32_t* tokens_host) override;
-  // Asynchronous steps (cuda_async_steps.cc): draws into device memory, the token feed, and
-  // device-to-host copies on a copy stream of their own.
+  // Asynchronous steps (cuda_async_steps.cc): draws into device memory, the token feed,
+  // device-to-host copies on a copy stream of their own, and marks of the steps' timeline.
   Status sample_rows_async(const float* logits, int64_t rows, int64_t vocab, std::span<const DeviceSampleRow> params,
                            int32_t* tokens) override;
   Status scatter_tokens(int32_t* token_ids, const int32_t* samples, const int32_t* pairs, int64_t n) override;
   StatusOr<std::unique_ptr<PendingCopy>> copy_to_host_async(void* dst, const void* src, size_t nbytes) override;
+  // A timing event recorded on the compute stream.
+  StatusOr<std::unique_ptr<DeviceMark>> mark_device() override;
 
  protected:
   StatusOr<std::unique_ptr<OpTimer>> make_op_timer() override;
