@@ -72,18 +72,29 @@ void print_step_profile(const nlohmann::json& j) {
   }
 }
 
-void add_device_timeline(const DeviceTimelineStats& t, nlohmann::json* j) {
-  if (t.steps == 0) return;
+namespace {
+
+nlohmann::json timeline_json(const DeviceTimelinePart& t) {
   const double gap_mean = t.gaps > 0 ? t.gap_seconds / static_cast<double>(t.gaps) : 0.0;
   const double total = t.busy_seconds + t.gap_seconds;
-  (*j)["device_timeline"] = {{"steps", t.steps},
-                             {"busy_ms_per_step", 1e3 * t.busy_seconds / static_cast<double>(t.steps)},
-                             {"gaps", t.gaps},
-                             {"gap_us_mean", 1e6 * gap_mean},
-                             {"gap_us_p50", 1e6 * percentile(t.gap_samples, 50)},
-                             {"gap_us_p99", 1e6 * percentile(t.gap_samples, 99)},
-                             {"gap_us_max", 1e6 * t.max_gap_seconds},
-                             {"idle_share", total > 0 ? t.gap_seconds / total : 0.0}};
+  return {{"steps", t.steps},
+          {"busy_ms_per_step", t.steps > 0 ? 1e3 * t.busy_seconds / static_cast<double>(t.steps) : 0.0},
+          {"gaps", t.gaps},
+          {"gap_us_mean", 1e6 * gap_mean},
+          {"gap_us_p50", 1e6 * percentile(t.gap_samples, 50)},
+          {"gap_us_p99", 1e6 * percentile(t.gap_samples, 99)},
+          {"gap_us_max", 1e6 * t.max_gap_seconds},
+          {"idle_share", total > 0 ? t.gap_seconds / total : 0.0}};
+}
+
+}  // namespace
+
+void add_device_timeline(const DeviceTimelineStats& t, nlohmann::json* j) {
+  if (t.steps == 0) return;
+  nlohmann::json tl = timeline_json(t);
+  if (t.decode.steps > 0) tl["decode"] = timeline_json(t.decode);
+  if (t.prompt.steps > 0) tl["prompt"] = timeline_json(t.prompt);
+  (*j)["device_timeline"] = tl;
 }
 
 void print_device_timeline(const nlohmann::json& j, int width) {
@@ -95,6 +106,14 @@ void print_device_timeline(const nlohmann::json& j, int width) {
               t["gap_us_p99"].get<double>(), t["gap_us_max"].get<double>(),
               static_cast<long long>(t["gaps"].get<int64_t>()), 100.0 * t["idle_share"].get<double>(),
               t["busy_ms_per_step"].get<double>());
+  for (const char* kind : {"decode", "prompt"}) {
+    if (!t.contains(kind)) continue;
+    const nlohmann::json& k = t[kind];
+    std::printf("%-*s %lld %s steps: gap p99 %.1f us, max %.1f us over %lld gaps, %.3f ms busy per step\n", width, "",
+                static_cast<long long>(k["steps"].get<int64_t>()), kind, k["gap_us_p99"].get<double>(),
+                k["gap_us_max"].get<double>(), static_cast<long long>(k["gaps"].get<int64_t>()),
+                k["busy_ms_per_step"].get<double>());
+  }
 }
 
 double percentile(std::vector<double> v, double p) {

@@ -22,10 +22,11 @@ void print_step_profile(const nlohmann::json& j);
 
 // j["device_timeline"] = {steps, busy_ms_per_step, gaps (steps launched while the previous one
 // was in flight), gap_us_mean / _p50 / _p99 / _max, idle_share (gap time / (busy + gap
-// time))}. Nothing when no step was timed.
+// time)), and the same fields for "decode" and "prompt" steps where there were any}. Nothing
+// when no step was timed.
 void add_device_timeline(const DeviceTimelineStats& t, nlohmann::json* j);
-// One line, "device gaps" (the idle time between steps), under a label column of `width`
-// (nothing without j["device_timeline"]).
+// "device gaps" (the idle time between steps) under a label column of `width`, then a line per
+// kind of step (nothing without j["device_timeline"]).
 void print_device_timeline(const nlohmann::json& j, int width);
 
 // The p-th percentile (0..100) of v, interpolated between neighbours; 0 for no values.

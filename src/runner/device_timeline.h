@@ -16,7 +16,8 @@
 
 namespace lancet {
 
-struct DeviceTimelineStats {
+// Busy time and gaps of a set of steps.
+struct DeviceTimelinePart {
   int64_t steps = 0;          // steps whose marks were both reached
   double busy_seconds = 0;    // sum over those steps of end - begin
   int64_t gaps = 0;           // steps launched while the previous one was in flight
@@ -25,13 +26,27 @@ struct DeviceTimelineStats {
   // One entry per gap, in order, for percentiles (the first kMaxGapSamples of them).
   std::vector<double> gap_samples;
   static constexpr size_t kMaxGapSamples = size_t{1} << 20;
+
+  void add_step(double busy) {
+    steps += 1;
+    busy_seconds += busy;
+  }
+  void add_gap(double gap);
+};
+
+// Every step, and the same split by kind: steps in which every sequence decodes one token, and
+// steps with prompt tokens (a gap belongs to the step it precedes: the host's work before that
+// step's launch).
+struct DeviceTimelineStats : DeviceTimelinePart {
+  DeviceTimelinePart decode;
+  DeviceTimelinePart prompt;
 };
 
 class DeviceTimeline {
  public:
   // A launched step's marks, in launch order.
   void add_step(std::unique_ptr<Backend::DeviceMark> begin, std::unique_ptr<Backend::DeviceMark> end,
-                bool follows_in_flight);
+                bool follows_in_flight, bool has_prompt = false);
   // Accounts for the oldest steps whose end marks were reached, in launch order; never waits.
   Status harvest();
   // The totals since the last call, and starts over (steps not yet harvested stay).
@@ -42,6 +57,7 @@ class DeviceTimeline {
   struct Step {
     std::unique_ptr<Backend::DeviceMark> begin, end;
     bool follows_in_flight = false;
+    bool has_prompt = false;
   };
   std::deque<Step> pending_;
   std::unique_ptr<Backend::DeviceMark> last_end_;  // the last harvested step's end mark

@@ -170,6 +170,7 @@ Status LlamaExecutor::launch_step(std::span<const SeqStepInput> batch, std::span
     R += s.logits_rows();
     num_tokens += static_cast<int64_t>(s.tokens.size());
   }
+  const bool has_prompt = num_tokens != static_cast<int64_t>(batch.size());  // as the step profile splits
   std::vector<uint8_t> on_device;
   RETURN_IF_ERROR(check_rows(rows, R, &on_device));
   // The step's place on the device timeline: from before its first upload to after its draw.
@@ -187,7 +188,7 @@ Status LlamaExecutor::launch_step(std::span<const SeqStepInput> batch, std::span
   RETURN_IF_ERROR(ring_->sample(model_.logits_device(), R, model_.config().vocab_size, rows));
   ASSIGN_OR_RETURN(std::unique_ptr<Backend::DeviceMark> end, be.mark_device());
   std::lock_guard<std::mutex> lock(timeline_mu_);
-  timeline_.add_step(std::move(begin), std::move(end), follows_in_flight);
+  timeline_.add_step(std::move(begin), std::move(end), follows_in_flight, has_prompt);
   return OkStatus();
 }
 

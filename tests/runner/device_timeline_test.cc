@@ -1,6 +1,6 @@
 // DeviceTimeline over marks whose times and completion the test sets: busy time per step, gaps
-// only for steps launched behind one in flight, harvesting in launch order without waiting, and
-// take() starting over.
+// only for steps launched behind one in flight, split by kind of step, harvesting in launch
+// order without waiting, and take() starting over.
 #include "runner/device_timeline.h"
 
 #include <gtest/gtest.h>
@@ -30,8 +30,8 @@ class FakeMark final : public Backend::DeviceMark {
 // One step's marks at [begin, end], both reached when *done is.
 struct FakeStep {
   std::shared_ptr<bool> done = std::make_shared<bool>(false);
-  void add_to(DeviceTimeline& t, double begin, double end, bool follows) const {
-    t.add_step(std::make_unique<FakeMark>(begin, done), std::make_unique<FakeMark>(end, done), follows);
+  void add_to(DeviceTimeline& t, double begin, double end, bool follows, bool prompt = false) const {
+    t.add_step(std::make_unique<FakeMark>(begin, done), std::make_unique<FakeMark>(end, done), follows, prompt);
   }
 };
 
@@ -59,6 +59,31 @@ TEST(DeviceTimeline, CountsBusyTimeAndGapsBehindStepsInFlight) {
   EXPECT_EQ(empty.steps, 0);
   EXPECT_EQ(empty.gaps, 0);
   EXPECT_TRUE(empty.gap_samples.empty());
+}
+
+TEST(DeviceTimeline, SplitsStepsAndGapsByKind) {
+  DeviceTimeline t;
+  FakeStep a, b, c, d;
+  a.add_to(t, 0.000, 0.010, false, /*prompt=*/true);
+  b.add_to(t, 0.012, 0.020, true);        // decode, 2 ms gap
+  c.add_to(t, 0.025, 0.040, true, true);  // prompt, 5 ms gap: its admission kept the host
+  d.add_to(t, 0.040, 0.045, true);        // decode, none
+  *a.done = *b.done = *c.done = *d.done = true;
+  ASSERT_TRUE(t.harvest().ok());
+  const DeviceTimelineStats s = t.take();
+  EXPECT_EQ(s.steps, 4);
+  EXPECT_EQ(s.gaps, 3);
+  EXPECT_NEAR(s.gap_seconds, 0.007, 1e-12);
+  EXPECT_EQ(s.prompt.steps, 2);
+  EXPECT_NEAR(s.prompt.busy_seconds, 0.025, 1e-12);
+  EXPECT_EQ(s.prompt.gaps, 1);
+  EXPECT_NEAR(s.prompt.max_gap_seconds, 0.005, 1e-12);
+  EXPECT_EQ(s.decode.steps, 2);
+  EXPECT_NEAR(s.decode.busy_seconds, 0.013, 1e-12);
+  EXPECT_EQ(s.decode.gaps, 2);
+  EXPECT_NEAR(s.decode.gap_seconds, 0.002, 1e-12);
+  ASSERT_EQ(s.decode.gap_samples.size(), 2u);
+  EXPECT_NEAR(s.decode.gap_samples[1], 0.0, 1e-12);
 }
 
 TEST(DeviceTimeline, HarvestsInLaunchOrderWithoutWaiting) {

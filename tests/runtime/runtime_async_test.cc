@@ -115,6 +115,11 @@ TEST(RuntimeAsync, FixturesGreedyEqualsHfGolden) {
     EXPECT_EQ(tl.gap_samples.size(), static_cast<size_t>(tl.gaps)) << fx;
     EXPECT_GT(tl.busy_seconds, 0.0) << fx;
     EXPECT_LE(tl.max_gap_seconds, tl.gap_seconds) << fx;
+    // Prompts of several tokens and then decodes: both kinds, adding up to the whole.
+    EXPECT_GT(tl.prompt.steps, 0) << fx;
+    EXPECT_GT(tl.decode.steps, 0) << fx;
+    EXPECT_EQ(tl.prompt.steps + tl.decode.steps, tl.steps) << fx;
+    EXPECT_EQ(tl.prompt.gaps + tl.decode.gaps, tl.gaps) << fx;
     EXPECT_EQ(rt->take_device_timeline().steps, 0) << fx;  // taken: starts over
   }
 }
