@@ -102,6 +102,9 @@ TEST(CudaFused, QkvMatchesSeparateCpuMatmuls) {
   // Odd row counts (gemv tiles straddle segments and the end) and k not a multiple of 64; the
   // gemv rows only (cuBLASLt's FP8 GEMMs take row counts in multiples of 16).
   check_multi(true, 784, {97, 7, 23}, {1, 2, 3, 4});
+  // 512 tiles, more than the CTAs resident at once: a persistent CTA's later tiles cross from q
+  // into k and v.
+  check_multi(true, 256, {6144, 1024, 1024}, {1, 4});
 }
 
 void check_gate_up(bool fp8, int64_t k, int64_t m) {
