@@ -99,12 +99,16 @@ int main(int argc, char** argv) {
   if (!be.ok()) return std::fprintf(stderr, "%s\n", be.status().to_string().c_str()), 1;
   const int32_t bs = 16;
   for (int batch : batches) {
-    const int64_t max_output = decode + int64_t{batch} * prompt_len / std::max(2048, batch) + 1;
+    // Prompt chunks share each step's token budget with the decodes of the sequences already in,
+    // so the last prompt is in after about batch * prompt_len / (budget - batch) steps.
+    const int64_t budget = std::max(2048, 2 * batch);
+    const int64_t prefill_steps = int64_t{batch} * prompt_len / (budget - batch) + 2;
+    const int64_t max_output = decode + prefill_steps;
     const int64_t blocks_per_seq = (prompt_len + max_output + 2 * bs) / bs + 1;
     InstantExecutor exec(**be, (*tok)->vocab_size(), blocks_per_seq * batch + 16, bs);
     EngineConfig cfg;
     cfg.scheduler.max_num_seqs = batch;
-    cfg.scheduler.max_num_batched_tokens = std::max(2048, batch);
+    cfg.scheduler.max_num_batched_tokens = budget;
     cfg.scheduler.max_model_len = prompt_len + max_output + 16;
     cfg.enable_prefix_caching = true;
     Engine engine(cfg, &exec);
@@ -117,7 +121,7 @@ int main(int argc, char** argv) {
       q.params.top_p = 0.95f;
       // Long enough that every sequence is still decoding once the last prompt is in: then
       // `decode` steps run the whole batch.
-      q.params.max_tokens = decode + static_cast<int>(int64_t{batch} * prompt_len / cfg.scheduler.max_num_batched_tokens) + 1;
+      q.params.max_tokens = static_cast<int>(max_output);
       q.params.ignore_eos = true;
       auto id = engine.add_request(q);
       if (!id.ok()) return std::fprintf(stderr, "%s\n", id.status().to_string().c_str()), 1;
