@@ -38,12 +38,18 @@ StepArenaLayout StepUploader::layout(const StepMetadata& st) {
 
 StatusOr<StepView> StepUploader::upload(const StepMetadata& st, const TpRankLayout& rank) {
   const StepArenaLayout l = layout(st);
-  if (host_.size() < l.bytes) host_.resize(l.bytes);
+  Buffer& staging = host_[next_];
+  next_ ^= 1;
+  if (staging.nbytes() < l.bytes) {
+    const size_t grown = std::max(l.bytes, staging.nbytes() + staging.nbytes() / 2);
+    if (!staging.empty()) retired_.push_back(std::move(staging));
+    ASSIGN_OR_RETURN(staging, be_.alloc_host(grown));
+  }
   if (dev_.nbytes() < l.bytes) {
     // Grow by half again, so steps that creep upwards do not reallocate every time.
     ASSIGN_OR_RETURN(dev_, be_.alloc(std::max(l.bytes, dev_.nbytes() + dev_.nbytes() / 2)));
   }
-  uint8_t* h = host_.data();
+  uint8_t* h = staging.as<uint8_t>();
   auto* ids = reinterpret_cast<int32_t*>(h + l.token_ids);
   for (size_t i = 0; i < st.token_ids.size(); ++i) ids[i] = rank_token_id(st.token_ids[i], rank);
   put(h, l.positions, st.positions);

@@ -1,8 +1,13 @@
 // StepUploader: a step's metadata to one rank's backend in one copy. The arrays are packed into
-// one host staging buffer and copied into one device arena; both persist and grow to the
+// a host staging buffer and copied into one device arena; both persist and grow to the
 // largest step, so a step costs no allocation and one copy instead of one of each per array.
 // The arena is reused by the next upload: that copy is queued behind the work of the step
 // before it on the backend's stream, so the view stays valid for the work queued after it.
+// The staging is pinned where the backend has it (alloc_host), so the copy is queued without
+// waiting: from pageable memory CUDA may first wait for the stream's earlier work, which under
+// asynchronous scheduling stalls the host behind the step in flight. Two staging buffers are
+// filled in turn, as DecodeGraphs' arenas are: at most two steps are launched and not
+// collected (DeviceTokenRing), so the copy that last read a buffer has run when it is refilled.
 #pragma once
 
 #include <cstdint>
@@ -51,7 +56,11 @@ class StepUploader {
 
  private:
   Backend& be_;
-  std::vector<uint8_t> host_;  // staging (a copy from pageable memory is staged at once)
+  Buffer host_[2];  // staging, filled in turn
+  int next_ = 0;
+  // Outgrown staging, kept while a queued copy may still read it (growth is by half again, so
+  // these add up to less than twice the largest step).
+  std::vector<Buffer> retired_;
   Buffer dev_;
 };
 
