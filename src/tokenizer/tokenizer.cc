@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 
 #include "core/thread_pool.h"
 #include "tokenizer/byte_level.h"
@@ -34,7 +35,7 @@ StatusOr<Tokenizer> build_tokenizer(TokenizerSpec spec) {
   if (max_id >= (1 << 30)) return InvalidArgument(src + ": token id " + std::to_string(max_id) +
                                                   " is out of range");
   const size_t n = static_cast<size_t>(max_id) + 1;
-  state->id_bytes.assign(n, std::string());
+  std::vector<std::string> id_bytes(n);  // packed into state->id_blob at the end
   state->has_id.assign(n, 0);
   state->special.assign(n, 0);
 
@@ -49,7 +50,7 @@ StatusOr<Tokenizer> build_tokenizer(TokenizerSpec spec) {
     if (text.empty()) return InvalidArgument(src + ": empty vocab entry for id " +
                                              std::to_string(id));
     state->has_id[id] = 1;
-    state->id_bytes[id] = decoder_bytes(text);
+    id_bytes[id] = decoder_bytes(text);
     state->by_text.emplace(text, id);
     const bool excluded = !spec.exclude_from_bpe.empty() && spec.exclude_from_bpe[i];
     // Entries outside the byte map can never be produced by byte-level BPE.
@@ -73,7 +74,7 @@ StatusOr<Tokenizer> build_tokenizer(TokenizerSpec spec) {
     state->special[t.id] = t.special ? 1 : 0;
     // Added tokens decode as their content (through the same ByteLevel rule), even when the
     // vocab spells the id differently.
-    state->id_bytes[t.id] = decoder_bytes(t.content);
+    id_bytes[t.id] = decoder_bytes(t.content);
     state->by_text[t.content] = t.id;
   }
   ASSIGN_OR_RETURN(state->added, AddedTokenMatcher::build(spec.added));
@@ -82,6 +83,17 @@ StatusOr<Tokenizer> build_tokenizer(TokenizerSpec spec) {
     auto re = Pcre2Regex::compile(pattern);
     if (!re.ok()) return re.status().with_context(src);
     state->pre.add_split(std::move(re).value());
+  }
+
+  size_t blob = 0;
+  for (const std::string& b : id_bytes) blob += b.size();
+  if (blob > UINT32_MAX) return InvalidArgument(src + ": the vocabulary's bytes exceed 4 GiB");
+  state->id_blob.reserve(blob);
+  state->id_offset.reserve(n + 1);
+  state->id_offset.push_back(0);
+  for (const std::string& b : id_bytes) {
+    state->id_blob += b;
+    state->id_offset.push_back(static_cast<uint32_t>(state->id_blob.size()));
   }
 
   for (int32_t* id : {&spec.ids.bos, &spec.ids.eos, &spec.ids.eot, &spec.ids.pad}) {
@@ -166,9 +178,9 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, const DecodeOptions&
   const TokenizerState& s = *state_;
   std::string bytes;
   for (int32_t id : ids) {
-    if (id < 0 || static_cast<size_t>(id) >= s.id_bytes.size()) continue;
+    if (id < 0 || static_cast<size_t>(id) >= s.num_ids()) continue;
     if (options.skip_special && s.special[id]) continue;
-    bytes += s.id_bytes[id];
+    bytes += s.id_bytes(static_cast<size_t>(id));
   }
   if (utf8_is_valid(bytes)) return bytes;
   return utf8_lossy(bytes);
@@ -176,8 +188,8 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, const DecodeOptions&
 
 std::string_view Tokenizer::token_bytes(int32_t id) const {
   const TokenizerState& s = *state_;
-  if (id < 0 || static_cast<size_t>(id) >= s.id_bytes.size()) return {};
-  return s.id_bytes[id];
+  if (id < 0 || static_cast<size_t>(id) >= s.num_ids()) return {};
+  return s.id_bytes(static_cast<size_t>(id));
 }
 
 bool Tokenizer::is_special(int32_t id) const {
@@ -193,7 +205,7 @@ std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {
 }
 
 int32_t Tokenizer::vocab_size() const {
-  return state_ ? static_cast<int32_t>(state_->id_bytes.size()) : 0;
+  return state_ ? static_cast<int32_t>(state_->num_ids()) : 0;
 }
 
 }  // namespace lancet

@@ -3,9 +3,11 @@
 // into a Tokenizer. Not part of the public API.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -38,7 +40,15 @@ struct TokenizerState {
   BpeModel bpe;
   PreTokenizer pre;
   AddedTokenMatcher added;
-  std::vector<std::string> id_bytes;  // decoder bytes of each id ("" = no such id)
+  // Decoder bytes of each id ("" = no such id), packed: id i's are id_blob[id_offset[i],
+  // id_offset[i + 1]). One lookup per generated token while streaming; packed, the table is a
+  // fraction of a vector of strings' size and stays in cache.
+  std::string id_blob;
+  std::vector<uint32_t> id_offset;  // [num_ids() + 1]
+  size_t num_ids() const { return id_offset.empty() ? 0 : id_offset.size() - 1; }
+  std::string_view id_bytes(size_t id) const {
+    return {id_blob.data() + id_offset[id], static_cast<size_t>(id_offset[id + 1] - id_offset[id])};
+  }
   std::vector<uint8_t> has_id;        // 1 when the id exists
   std::vector<uint8_t> special;       // 1 for special added tokens
   std::unordered_map<std::string, int32_t> by_text;  // added content and byte-level spellings
