@@ -58,8 +58,8 @@ class StepUploader {
   Backend& be_;
   Buffer host_[2];  // staging, filled in turn
   int next_ = 0;
-  // Outgrown staging, kept while a queued copy may still read it (growth is by half again, so
-  // these add up to less than twice the largest step).
+  // Outgrown staging, kept while a queued copy may still read it (each buffer grows by half
+  // again, so this stays within a few times the largest step).
   std::vector<Buffer> retired_;
   Buffer dev_;
 };
