@@ -425,16 +425,19 @@ std::vector<RunnerSeq> Engine::runner_batch(const SchedulerOutput& out, std::vec
   return batch;
 }
 
-std::vector<std::vector<SampleResult>> Engine::take_results(SchedulerOutput& out, std::span<const RunnerSeq> batch,
-                                                            RunnerOutput* ro) {
+Engine::StepResults Engine::take_results(SchedulerOutput& out, std::span<const RunnerSeq> batch,
+                                         RunnerOutput* ro) {
   // Each sequence that read logits: its sampled token, or the verified run of its drafts.
   const int64_t vocab = runner_->vocab_size();
-  std::vector<std::vector<SampleResult>> results(out.scheduled.size());
+  StepResults results;
+  results.flat.reserve(out.scheduled.size());
+  results.start.reserve(out.scheduled.size() + 1);
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
+    results.start.push_back(results.flat.size());
     ScheduledSeq& s = out.scheduled[i];
     if (!batch[i].verify && !batch[i].samples()) continue;
     if (!batch[i].verify) {
-      results[i].push_back(std::move(ro->samples[i]));
+      results.flat.push_back(std::move(ro->samples[i]));
       continue;
     }
     const float* base = ro->verify_logits.data() + ro->verify_row[i] * vocab;
@@ -442,21 +445,21 @@ std::vector<std::vector<SampleResult>> Engine::take_results(SchedulerOutput& out
     VerifyResult v = spec_->verify(s.seq, nd, std::span<const float>(base, (nd + 1) * vocab), vocab,
                                    config_.eos_token_ids);
     s.num_new_tokens = 1 + v.num_accepted;
-    results[i] = std::move(v.tokens);
+    for (SampleResult& r : v.tokens) results.flat.push_back(std::move(r));
   }
+  results.start.push_back(results.flat.size());
   return results;
 }
 
-void Engine::update(const SchedulerOutput& out, std::vector<std::vector<SampleResult>> results,
-                    std::vector<TokenEvent>* events) {
+void Engine::update(const SchedulerOutput& out, StepResults results, std::vector<TokenEvent>* events) {
   // Append the new tokens first, so that num_computed (lowered to the verified tokens: the
   // rejected drafts' KV is rolled back) and the prefix-cache keys see the final token list.
   for (size_t i = 0; i < results.size(); ++i)
-    for (const SampleResult& r : results[i]) out.scheduled[i].seq->tokens.push_back(r.token);
+    for (const SampleResult& r : results.of(i)) out.scheduled[i].seq->tokens.push_back(r.token);
   scheduler_->on_step_done(out);
   for (size_t i = 0; i < results.size(); ++i) {
     const ScheduledSeq& s = out.scheduled[i];
-    if (results[i].empty()) continue;
+    if (results.of(i).empty()) continue;
     if (s.num_spec_tokens > 0) spec_->on_tokens_appended(s.seq, static_cast<int32_t>(s.num_new_tokens - 1));
     s.seq->spec_tokens.clear();
     s.seq->spec_dists.clear();
@@ -468,14 +471,15 @@ void Engine::update(const SchedulerOutput& out, std::vector<std::vector<SampleRe
   // run at a stop string the same way, dropping the events after it.)
   for (size_t i = 0; i < results.size(); ++i) {
     Sequence* seq = out.scheduled[i].seq;
-    const int64_t produced = static_cast<int64_t>(results[i].size());
+    const std::span<SampleResult> produced_results = results.of(i);
+    const int64_t produced = static_cast<int64_t>(produced_results.size());
     const int64_t first = seq->num_tokens() - produced;
     FinishReason reason = FinishReason::kNone;
     for (int64_t j = 0; j < produced && reason == FinishReason::kNone; ++j) {
       // emit_token sees the sequence as it was right after this token.
       std::vector<int32_t> later(seq->tokens.begin() + first + j + 1, seq->tokens.end());
       seq->tokens.resize(first + j + 1);
-      reason = emit_token(seq, std::move(results[i][j]), events);
+      reason = emit_token(seq, std::move(produced_results[j]), events);
       seq->tokens.insert(seq->tokens.end(), later.begin(), later.end());
     }
     if (reason != FinishReason::kNone) finish(seq, reason, events, false);

@@ -207,10 +207,16 @@ class Engine {
                          std::vector<TokenEvent>* events);
   // Keeps the prompt rows the runner scored in the sequence.
   void keep_prompt_logprobs(std::span<const RunnerSeq> batch, const SchedulerOutput& out, RunnerOutput* ro);
-  std::vector<std::vector<SampleResult>> take_results(SchedulerOutput& out, std::span<const RunnerSeq> batch,
-                                                      RunnerOutput* ro);
-  void update(const SchedulerOutput& out, std::vector<std::vector<SampleResult>> results,
-              std::vector<TokenEvent>* events);
+  // The step's new tokens, sequence by sequence in one array (no allocation per sequence):
+  // scheduled sequence i's are of(i), none when it read no logits.
+  struct StepResults {
+    std::vector<SampleResult> flat;
+    std::vector<size_t> start;  // [sequences + 1] offsets into flat
+    size_t size() const { return start.empty() ? 0 : start.size() - 1; }
+    std::span<SampleResult> of(size_t i) { return {flat.data() + start[i], start[i + 1] - start[i]}; }
+  };
+  StepResults take_results(SchedulerOutput& out, std::span<const RunnerSeq> batch, RunnerOutput* ro);
+  void update(const SchedulerOutput& out, StepResults results, std::vector<TokenEvent>* events);
   // Wall time of a scope, added to *total on exit.
   struct Timer {
     double* total;
