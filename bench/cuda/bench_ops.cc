@@ -252,12 +252,13 @@ void fill_cache(Backend& be, Buffer& buf, size_t bytes, DType kv, uint32_t seed)
 
 // One sequence layout in the cache: contiguous block ids per sequence.
 // fp8_math: how an FP8 cache is multiplied (kE4m3Query: prompt chunks round Q to E4M3;
-// kE4m3QueryAndP: P too, FP8 P V).
+// kE4m3x2Query: Q as two E4M3 terms; kE4m3QueryAndP: P too, FP8 P V).
 void bench_attention(Backend& be, int64_t batch, int64_t ctx, int64_t q_len, DType kv = DType::kBF16,
                      Fp8AttentionMath fp8_math = Fp8AttentionMath::kF16) {
   const std::string label = "b=" + std::to_string(batch) + " ctx=" + std::to_string(ctx) + " q=" +
                             std::to_string(q_len) + (kv == DType::kBF16 ? "" : std::string(" ") + dtype_name(kv)) +
                             (fp8_math == Fp8AttentionMath::kE4m3Query       ? " e4m3-query"
+                             : fp8_math == Fp8AttentionMath::kE4m3x2Query   ? " e4m3x2-query"
                              : fp8_math == Fp8AttentionMath::kE4m3QueryAndP ? " e4m3-pv"
                                                                             : "");
   if (label.find(g_attn_filter) == std::string::npos) return;
@@ -419,9 +420,11 @@ int main(int argc, char** argv) {
   bench_attention(**be, 1, 32768, 2048);
   bench_attention(**be, 1, 32768, 2048, DType::kF8E4M3);
   bench_attention(**be, 1, 32768, 2048, DType::kF8E4M3, Fp8AttentionMath::kE4m3Query);
+  bench_attention(**be, 1, 32768, 2048, DType::kF8E4M3, Fp8AttentionMath::kE4m3x2Query);
   bench_attention(**be, 1, 32768, 2048, DType::kF8E4M3, Fp8AttentionMath::kE4m3QueryAndP);
   bench_attention(**be, 1, 32768, 32768, DType::kF8E4M3);
   bench_attention(**be, 1, 32768, 32768, DType::kF8E4M3, Fp8AttentionMath::kE4m3Query);
+  bench_attention(**be, 1, 32768, 32768, DType::kF8E4M3, Fp8AttentionMath::kE4m3x2Query);
   bench_attention(**be, 1, 32768, 32768, DType::kF8E4M3, Fp8AttentionMath::kE4m3QueryAndP);
   bench_attention(**be, 1, 131072, 256);
   bench_attention(**be, 1, 32768, 32768);

@@ -127,10 +127,12 @@ Status run(const EvalPrecisionFlags& f) {
     return InvalidArgument("--calibrate is for --fp8-rounding gptq");
   if (rounding == Fp8Rounding::kGptq && !fp8_weights) return InvalidArgument("--fp8-rounding needs --quantization fp8");
   if (f.w8a8 && f.backend != "cpu") return InvalidArgument("--w8a8 emulates the GPU on the cpu backend only");
-  if (f.fp8_attention_math != "f16" && f.fp8_attention_math != "e4m3" && f.fp8_attention_math != "e4m3-pv")
-    return InvalidArgument("--fp8-attention-math must be f16, e4m3 or e4m3-pv");
+  if (f.fp8_attention_math != "f16" && f.fp8_attention_math != "e4m3" && f.fp8_attention_math != "e4m3-pv" &&
+      f.fp8_attention_math != "e4m3x2")
+    return InvalidArgument("--fp8-attention-math must be f16, e4m3, e4m3x2 or e4m3-pv");
   const bool e4m3_pv = f.fp8_attention_math == "e4m3-pv";
-  const bool e4m3_query = f.fp8_attention_math == "e4m3" || e4m3_pv;
+  const bool e4m3x2 = f.fp8_attention_math == "e4m3x2";
+  const bool e4m3_query = f.fp8_attention_math == "e4m3" || e4m3_pv || e4m3x2;
   if (e4m3_query && !fp8_kv)
     return InvalidArgument("--fp8-attention-math " + f.fp8_attention_math + " needs --kv-cache-dtype fp8");
   const std::string& rk = f.reference_kv_cache_dtype;
@@ -190,6 +192,7 @@ Status run(const EvalPrecisionFlags& f) {
   cfg.ref_kv_dtype = ref_kv;
   // Only the test path rounds the query to E4M3; an FP8 reference multiplies in FP16.
   cfg.test_fp8_attention_math = e4m3_pv      ? Fp8AttentionMath::kE4m3QueryAndP
+                                : e4m3x2     ? Fp8AttentionMath::kE4m3x2Query
                                 : e4m3_query ? Fp8AttentionMath::kE4m3Query
                                              : Fp8AttentionMath::kF16;
   std::string kv_scale_source;
@@ -228,8 +231,9 @@ Status run(const EvalPrecisionFlags& f) {
                                       : ref_weights;
   if (f.w8a8) test_desc += ", fp8 activations per token (w8a8 emulation)";
   test_desc += fp8_kv ? ", fp8 kv cache (scales: " + kv_scale_source + ")" : ", f32 kv cache";
-  if (e4m3_query) test_desc += e4m3_pv ? ", e4m3 query and P in prompt-chunk attention (estimate)"
-                                       : ", e4m3 query in prompt-chunk attention";
+  if (e4m3_query) test_desc += e4m3_pv  ? ", e4m3 query and P in prompt-chunk attention (estimate)"
+                                : e4m3x2 ? ", two-term e4m3 query in prompt-chunk attention"
+                                         : ", e4m3 query in prompt-chunk attention";
   const bool has_text = rep.text_tokens > 0;
   const bool pass = rep.prompts.top1_agreement() >= 0.98 && rep.prompts.mean_cosine >= 0.992 &&
                     (!has_text || rep.perplexity_increase() <= 0.02);
@@ -287,8 +291,9 @@ int cmd_eval_precision(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--fp8-attention-math", f.fp8_attention_math,
                  "with --kv-cache-dtype fp8: f16, e4m3 (prompt chunks round the query to E4M3 per row, as "
-                 "the GPU's FP8 Q K^T path), or e4m3-pv (P in E4M3 too, FlashAttention-3's FP8 P V; on the "
-                 "cpu backend an estimate: its key chunks are not the GPU's tiles)")
+                 "the GPU's FP8 Q K^T path), e4m3x2 (the query as two E4M3 terms, two FP8 Q K^T products), "
+                 "or e4m3-pv (P in E4M3 too, FlashAttention-3's FP8 P V; on the cpu backend an estimate: its "
+                 "key chunks are not the GPU's tiles)")
       ->capture_default_str();
   app.add_option("--reference-kv-cache-dtype", f.reference_kv_cache_dtype,
                  "the reference path's KV cache: float32, bfloat16, or fp8 (the test path's cache and scales, "

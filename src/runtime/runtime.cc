@@ -16,6 +16,13 @@ namespace fs = std::filesystem;
 
 namespace lancet {
 
+Fp8AttentionMath resolve_fp8_attention_math(const std::string& flag, const std::string& backend) {
+  if (flag == "e4m3") return Fp8AttentionMath::kE4m3Query;
+  if (flag == "e4m3-pv") return Fp8AttentionMath::kE4m3QueryAndP;
+  if (flag == "e4m3x2" || (flag == "auto" && backend == "cuda")) return Fp8AttentionMath::kE4m3x2Query;
+  return Fp8AttentionMath::kF16;
+}
+
 Status RuntimeConfig::validate() const {
   if (model.empty()) return InvalidArgument("--model is required");
   if (load_format != "auto" && load_format != "dummy")
@@ -44,8 +51,10 @@ Status RuntimeConfig::validate() const {
   if (backend != "cpu" && backend != "cuda") return InvalidArgument("--backend must be cpu or cuda");
   if (activation_precision != "fast" && activation_precision != "exact")
     return InvalidArgument("--activation-precision must be fast or exact, got '" + activation_precision + "'");
-  if (fp8_attention_math != "f16" && fp8_attention_math != "e4m3" && fp8_attention_math != "e4m3-pv")
-    return InvalidArgument("--fp8-attention-math must be f16, e4m3 or e4m3-pv, got '" + fp8_attention_math + "'");
+  if (fp8_attention_math != "auto" && fp8_attention_math != "f16" && fp8_attention_math != "e4m3" &&
+      fp8_attention_math != "e4m3-pv" && fp8_attention_math != "e4m3x2")
+    return InvalidArgument("--fp8-attention-math must be auto, f16, e4m3, e4m3x2 or e4m3-pv, got '" +
+                           fp8_attention_math + "'");
   if (num_threads < 0) return InvalidArgument("--threads must be positive");
   if (max_logprobs < 0) return InvalidArgument("--max-logprobs must be positive");
   ASSIGN_OR_RETURN(const SpeculativeConfig spec, parse_speculative_config(speculative_config));

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend/backend.h"
 #include "core/status.h"
 #include "engine/async_engine.h"
 #include "engine/engine.h"
@@ -73,9 +74,10 @@ struct RuntimeConfig {
   bool profile_ops = false;
   std::string activation_precision = "fast";  // "fast" (bf16 GEMM inputs) or "exact" (backend.h)
   // Attention over an FP8 KV cache: "f16" (E4M3 widened, 16-bit Q), "e4m3" (prompt chunks
-  // round Q to E4M3 per row for FP8 Q K^T) or "e4m3-pv" (P in E4M3 too, FP8 P V; backend.h
-  // Fp8AttentionMath).
-  std::string fp8_attention_math = "f16";
+  // round Q to E4M3 per row for FP8 Q K^T), "e4m3x2" (Q as two E4M3 terms, two FP8 products),
+  // "e4m3-pv" (P in E4M3 too, FP8 P V; backend.h Fp8AttentionMath) or "auto"
+  // (resolve_fp8_attention_math).
+  std::string fp8_attention_math = "auto";
   int32_t max_logprobs = 20;
   // Parse special-token strings inside chat message content too (what HF's
   // apply_chat_template(tokenize=True) does). Off: users cannot inject control tokens.
@@ -102,6 +104,12 @@ struct RuntimeConfig {
 
   Status validate() const;
 };
+
+// The attention math --fp8-attention-math names on a backend ("cpu" or "cuda"). "auto": the
+// two-term E4M3 query on CUDA (a 16-bit query's precision at a BF16 cache's speed in the sm_90a
+// prompt kernel; docs/FP8.md), f16 on the CPU, whose kernels compute in f32 and would only pay
+// for emulating it.
+Fp8AttentionMath resolve_fp8_attention_math(const std::string& flag, const std::string& backend);
 
 class Runtime {
  public:

@@ -151,9 +151,7 @@ Status Runtime::load_models() {
   ro.size = tp;
   ro.num_threads = tp > 1 ? config.num_threads : 0;
   ro.precision = config.activation_precision == "exact" ? ActivationPrecision::kExact : ActivationPrecision::kFast;
-  ro.fp8_attention = config.fp8_attention_math == "e4m3"      ? Fp8AttentionMath::kE4m3Query
-                    : config.fp8_attention_math == "e4m3-pv" ? Fp8AttentionMath::kE4m3QueryAndP
-                                                             : Fp8AttentionMath::kF16;
+  ro.fp8_attention = resolve_fp8_attention_math(config.fp8_attention_math, config.backend);
   auto backends = make_rank_backends(ro);
   if (!backends.ok()) return backends.status().with_context("--tensor-parallel-size " + std::to_string(tp));
   im.backends = std::move(*backends);

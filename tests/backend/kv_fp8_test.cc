@@ -83,12 +83,16 @@ double dequantized(float x, float scale) {
 }
 
 // Each row of d values rounded to E4M3 under its own scale (absmax / 448), as the E4M3 query.
-void round_rows_e4m3(std::vector<float>* q, int64_t d) {
+// Each row of d values rounded to E4M3 under its own scale (absmax / 448); two_terms: to the
+// sum of that rounding and the rounding of what it left (Fp8AttentionMath::kE4m3x2Query).
+void round_rows_e4m3(std::vector<float>* q, int64_t d, bool two_terms = false) {
   for (size_t r = 0; r < q->size(); r += d) {
     float amax = 0.f;
     for (int64_t i = 0; i < d; ++i) amax = std::max(amax, std::fabs((*q)[r + i]));
-    for (int64_t i = 0; i < d; ++i)
-      (*q)[r + i] = fp8e4m3_to_f32(f32_to_fp8e4m3((*q)[r + i] * (448.f / amax), true)) * (amax / 448.f);
+    for (int64_t i = 0; i < d; ++i) {
+      const float x = (*q)[r + i] * (448.f / amax), hi = fp8e4m3_to_f32(f32_to_fp8e4m3(x, true));
+      (*q)[r + i] = (two_terms ? hi + fp8e4m3_to_f32(f32_to_fp8e4m3(x - hi, true)) : hi) * (amax / 448.f);
+    }
   }
 }
 
@@ -260,6 +264,46 @@ TEST(KvFp8, E4m3QueryRoundsThePromptStepsQueryRows) {
   EXPECT_NE(e4m3, run(prompt, Fp8AttentionMath::kF16, false));  // the rounding is really there
   const std::vector<SeqSpec> decode = {{5, 1}, {96, 1}, {300, 2}};
   EXPECT_EQ(run(decode, Fp8AttentionMath::kE4m3Query, false), run(decode, Fp8AttentionMath::kF16, false));
+}
+
+// Fp8AttentionMath::kE4m3x2Query holds each query row of a prompt-chunk step as two E4M3 terms:
+// the output is the kF16 output on the two-term query, bit for bit, and far closer to the
+// unrounded query's than one E4M3 term gets; decode-shaped steps are untouched.
+TEST(KvFp8, TwoTermE4m3QueryRoundsThePromptStepsQueryRows) {
+  const int64_t H = 8, KVH = 2, D = 64, bs = 16;
+  enum class Q { kAsIs, kOneTerm, kTwoTerms };
+  auto run = [&](const std::vector<SeqSpec>& seqs, Fp8AttentionMath math, Q q) {
+    auto be = cpu_backend("scalar");
+    be->set_fp8_attention_math(math);
+    const int64_t S = static_cast<int64_t>(seqs.size()), kv_row = KVH * D, q_row = H * D;
+    std::vector<std::vector<float>> K(S), V(S), Qs(S);
+    for (int64_t s = 0; s < S; ++s) {
+      const int64_t ctx = seqs[s].cached + seqs[s].q_len;
+      K[s] = random_floats(ctx * kv_row, 90 + 10 * s, 2.f);
+      V[s] = random_floats(ctx * kv_row, 91 + 10 * s, 0.5f);
+      Qs[s] = random_floats(seqs[s].q_len * q_row, 92 + 10 * s, 3.f);
+      if (q != Q::kAsIs) round_rows_e4m3(&Qs[s], D, q == Q::kTwoTerms);
+    }
+    const PagedTables t = shuffled_tables(seqs, bs, 2, 9);
+    const Fp8Cache cache = fp8_cache(*be, t, bs, KVH, D, 2.f / 448.f, 0.5f / 448.f);
+    return write_and_attend(*be, cache.layer, t, seqs, K, V, Qs, H);
+  };
+  const std::vector<SeqSpec> prompt = {{0, 70}, {30, 40}};
+  const std::vector<float> two = run(prompt, Fp8AttentionMath::kE4m3x2Query, Q::kAsIs);
+  EXPECT_EQ(two, run(prompt, Fp8AttentionMath::kF16, Q::kTwoTerms));
+  const std::vector<float> exact = run(prompt, Fp8AttentionMath::kF16, Q::kAsIs);
+  const std::vector<float> one = run(prompt, Fp8AttentionMath::kE4m3Query, Q::kAsIs);
+  ASSERT_EQ(two.size(), exact.size());
+  ASSERT_EQ(one.size(), exact.size());
+  double e_two = 0, e_one = 0;
+  for (size_t i = 0; i < exact.size(); ++i) {
+    e_two += std::fabs(two[i] - exact[i]);
+    e_one += std::fabs(one[i] - exact[i]);
+  }
+  EXPECT_GT(e_two, 0.0);           // the second term's rounding is there ...
+  EXPECT_LT(e_two, e_one / 8.0);   // ... and ~2^-4 of the first term's error
+  const std::vector<SeqSpec> decode = {{5, 1}, {96, 1}, {300, 2}};
+  EXPECT_EQ(run(decode, Fp8AttentionMath::kE4m3x2Query, Q::kAsIs), run(decode, Fp8AttentionMath::kF16, Q::kAsIs));
 }
 
 // Fp8AttentionMath::kE4m3QueryAndP also rounds P to E4M3 on prompt-chunk steps (an estimate of

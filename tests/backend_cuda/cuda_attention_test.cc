@@ -31,7 +31,9 @@ struct Geometry {
 // rounding); kFast sends prompt chunks to the tensor-core kernel (BF16 Q, K, V, P).
 // fp8_math kE4m3Query (fp8 caches, fast precision): prompt chunks on an sm_90 GPU round each
 // query row to E4M3 under its own scale (absmax / 448) before Q K^T; the reference then reads
-// the same rounded query, so the bound stays the tensor cores' one.
+// the same rounded query, so the bound stays the tensor cores' one. kE4m3x2Query rounds each row
+// to two E4M3 terms (hi + the rounding of the rest); its result is also held to the 16-bit
+// query's bound against the unrounded query.
 // mixed_run, when given, is set when the step's leading decode rows made a mixed-step plan
 // (decode kernel, then prompt kernel) and it was checked too.
 void run_attention(const Geometry& geo, int64_t block_size, DType kv_dtype, const std::vector<SeqSpec>& seqs,
@@ -101,6 +103,7 @@ void run_attention(const Geometry& geo, int64_t block_size, DType kv_dtype, cons
   const bool e4m3_query = fp8_math != Fp8AttentionMath::kF16 && kv_dtype == DType::kF8E4M3 && prompt_route &&
                           cuda::list_devices().at(0).sm_major == 9;
   const bool e4m3_p = e4m3_query && fp8_math == Fp8AttentionMath::kE4m3QueryAndP;
+  const bool two_terms = e4m3_query && fp8_math == Fp8AttentionMath::kE4m3x2Query;
   std::vector<float> q_ref = q;
   if (e4m3_query) {
     for (int64_t row = 0; row < T * geo.num_heads; ++row) {
@@ -108,7 +111,10 @@ void run_attention(const Geometry& geo, int64_t block_size, DType kv_dtype, cons
       float amax = 0.0f;
       for (int64_t i = 0; i < D; ++i) amax = std::max(amax, std::fabs(r[i]));
       const float inv = amax > 0.0f ? 448.0f / amax : 0.0f, qs = amax > 0.0f ? amax / 448.0f : 1.0f;
-      for (int64_t i = 0; i < D; ++i) r[i] = fp8e4m3_to_f32(f32_to_fp8e4m3(r[i] * inv)) * qs;
+      for (int64_t i = 0; i < D; ++i) {
+        const float x = r[i] * inv, hi = fp8e4m3_to_f32(f32_to_fp8e4m3(x));
+        r[i] = (two_terms ? hi + fp8e4m3_to_f32(f32_to_fp8e4m3(x - hi)) : hi) * qs;
+      }
     }
   }
 
@@ -138,7 +144,7 @@ void run_attention(const Geometry& geo, int64_t block_size, DType kv_dtype, cons
                      " D=" + std::to_string(D) + " bs=" + std::to_string(block_size) + " " + dtype_name(kv_dtype) +
                      " seqs:";
   for (const SeqSpec& s : seqs) what += " (" + std::to_string(s.cached) + "+" + std::to_string(s.q_len) + ")";
-  if (e4m3_query) what += e4m3_p ? " e4m3 query and P" : " e4m3 query";
+  if (e4m3_query) what += e4m3_p ? " e4m3 query and P" : two_terms ? " two-term e4m3 query" : " e4m3 query";
   // FP8: the scale is applied to q.k and to the output instead of to each element (a few
   // ulps of f32 apart).
   // Tensor cores: Q, K, V and P rounded to BF16 (relative error 2^-9 each) give an NMSE of
@@ -150,6 +156,16 @@ void run_attention(const Geometry& geo, int64_t block_size, DType kv_dtype, cons
   // reference's unrounded P, an NMSE of a few 1e-4 on these inputs.
   const double bound = e4m3_p ? 2e-3 : flash ? 1e-4 : fp8 ? 1e-8 : 1e-9;
   expect_nmse(to_host<float>(*g, *dout, ref.size()), ref, bound, what + (flash ? " (tensor cores)" : ""));
+  if (two_terms) {
+    // Against the unrounded query: within the 16-bit query's bound (one E4M3 term, up to 2^-4
+    // of each value, is not held to it).
+    std::vector<float> ref_q(T * q_row, -1.0f);
+    PagedAttentionArgs uq = ca;
+    uq.q = q.data();
+    uq.out = ref_q.data();
+    ASSERT_TRUE(c->paged_attention(uq, cc).ok());
+    expect_nmse(to_host<float>(*g, *dout, ref.size()), ref_q, 1e-4, what + " (against the unrounded query)");
+  }
 
   // The step's plan made once from the real lengths (Backend::plan_attention), run eagerly and
   // as a captured graph runs it: read from device memory, over a grid of more splits than the
@@ -321,6 +337,11 @@ TEST(CudaAttention, TensorCorePrefillE4m3QueryMatchesReference) {
   run_e4m3_prompt_cases(Fp8AttentionMath::kE4m3Query, 41);
 }
 
+TEST(CudaAttention, TensorCorePrefillTwoTermE4m3QueryMatchesReference) {
+  // Q K^T as two E4M3 wgmma chains, the query's two terms (Fp8AttentionMath::kE4m3x2Query).
+  run_e4m3_prompt_cases(Fp8AttentionMath::kE4m3x2Query, 61);
+}
+
 TEST(CudaAttention, TensorCorePrefillE4m3QueryAndPMatchesReference) {
   // And P V on E4M3 wgmma over V transposed by the producer (Fp8AttentionMath::kE4m3QueryAndP).
   run_e4m3_prompt_cases(Fp8AttentionMath::kE4m3QueryAndP, 51);
@@ -365,6 +386,13 @@ TEST(CudaAttention, SanitizerSized) {
     run_attention({32, 8, 128}, 16, dt, small, 12, ActivationPrecision::kFast);
     run_attention({9, 3, 64}, 1, dt, small, 13, ActivationPrecision::kFast);
     run_attention({32, 8, 128}, 16, dt, {{40, 70}}, 14, ActivationPrecision::kFast);
+    if (dt == DType::kF8E4M3) {
+      // The FP8 query modes of the prompt kernel (sm_90a): two-term query, E4M3 query and P.
+      for (Fp8AttentionMath m : {Fp8AttentionMath::kE4m3x2Query, Fp8AttentionMath::kE4m3QueryAndP}) {
+        run_attention({32, 8, 128}, 16, dt, {{40, 70}}, 16, ActivationPrecision::kFast, m);
+        run_attention({9, 3, 64}, 1, dt, {{0, 100}, {17, 130}}, 17, ActivationPrecision::kFast, m);
+      }
+    }
     // A mixed step's plan: decode rows (split) apart from the chunk after them.
     bool mixed = false;
     run_attention({32, 8, 128}, 16, dt, {{599, 1}, {40, 3}, {0, 70}}, 15, ActivationPrecision::kFast,

@@ -44,7 +44,8 @@ class CpuBackend final : public Backend {
   // kE4m3Query emulates the GPU's E4M3 query on prompt-chunk steps over fp8 caches (the same
   // per-row rounding), so `lancet eval-precision` measures what that path costs;
   // kE4m3QueryAndP also rounds P to E4M3 as the GPU does (p * 256; the row sums unrounded):
-  // an estimate, since the CPU's key chunks are not the GPU's tiles.
+  // an estimate, since the CPU's key chunks are not the GPU's tiles. kE4m3x2Query: the
+  // two-term query, rounded as the GPU rounds it.
   void set_fp8_attention_math(Fp8AttentionMath m) override { fp8_attention_ = m; }
   Status gather_rows(const float* x, int64_t n, int64_t d, const int32_t* rows, int64_t r,
                      float* out) override;

@@ -20,7 +20,10 @@
 // own scale and Q K^T runs on E4M3 wgmma from the K tiles as the cache holds them (no
 // widening of K; the row's scale joins the score scale); P V is as above, or (E4M3 query and
 // P, Fp8AttentionMath::kE4m3QueryAndP) on E4M3 wgmma with P times 256 rounded to E4M3 and V
-// transposed to key-major E4M3 rows by the producer. FP32 accumulation; scores scaled in f32.
+// transposed to key-major E4M3 rows by the producer. With a two-term E4M3 query
+// (Fp8AttentionMath::kE4m3x2Query) each row is also held as a second E4M3 term, the rounding
+// of what the first left, and Q K^T runs both terms into one accumulator; P V as for the E4M3
+// query. FP32 accumulation; scores scaled in f32.
 // Split-KV writes the partial results that launch_attention_merge combines, like the other
 // kernels.
 #include <type_traits>
@@ -154,12 +157,14 @@ cudaError_t launch_attention_prefill_sm90(const PagedAttentionArgs& a, const KvC
   const Sm90Kv kv = !fp8                                              ? Sm90Kv::kBf16
                     : fp8_math == Fp8AttentionMath::kE4m3QueryAndP ? Sm90Kv::kFp8QueryP
                     : fp8_math == Fp8AttentionMath::kE4m3Query     ? Sm90Kv::kFp8Query
+                    : fp8_math == Fp8AttentionMath::kE4m3x2Query   ? Sm90Kv::kFp8Query2
                                                                    : Sm90Kv::kFp8;
   auto launch = [&](auto dim) {
     constexpr int D = decltype(dim)::value;
     switch (kv) {
       case Sm90Kv::kFp8QueryP: return launch_typed<D, Sm90Kv::kFp8QueryP>(p, num_sms, s);
       case Sm90Kv::kFp8Query: return launch_typed<D, Sm90Kv::kFp8Query>(p, num_sms, s);
+      case Sm90Kv::kFp8Query2: return launch_typed<D, Sm90Kv::kFp8Query2>(p, num_sms, s);
       case Sm90Kv::kFp8: return launch_typed<D, Sm90Kv::kFp8>(p, num_sms, s);
       case Sm90Kv::kBf16: break;
     }

@@ -8,10 +8,26 @@ namespace lancet::cuda::prefill_sm90 {
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
+// The E4M3 codes of four values (the low byte first).
+__device__ __forceinline__ unsigned e4m3x4(float a, float b, float c, float d) {
+  const __nv_fp8x2_storage_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
+  const __nv_fp8x2_storage_t hi = __nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, __NV_E4M3);
+  return static_cast<unsigned>(lo) | static_cast<unsigned>(hi) << 16;
+}
+
+// The values of the four E4M3 codes of w (exact).
+__device__ __forceinline__ float4 e4m3x4_values(unsigned w) {
+  const __half2 a(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w & 0xffff), __NV_E4M3));
+  const __half2 b(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w >> 16), __NV_E4M3));
+  const float2 fa = __half22float2(a), fb = __half22float2(b);
+  return make_float4(fa.x, fa.y, fb.x, fb.y);
+}
+
 // An E4M3 query: rows of warpgroup wg, each rounded to E4M3 under its own scale (absmax / 448,
 // 1 for a zero row) into the swizzled Q block, the scales to qscale[row]. The D / 16 threads of
-// a row (16 values each) are neighbours in one warp.
-template <int D>
+// a row (16 values each) are neighbours in one warp. kTwo: also the low terms (the E4M3
+// rounding of each scaled value minus its first term) into the block after it.
+template <int D, bool kTwo>
 __device__ __forceinline__ void load_q_e4m3(const Sm90Params& p, const CtaWork& w, int wg, unsigned char* sq,
                                             float* qscale) {
   constexpr int kPerRow = D / 16;
@@ -40,16 +56,22 @@ __device__ __forceinline__ void load_q_e4m3(const Sm90Params& p, const CtaWork& 
 #pragma unroll
     for (int off = 1; off < kPerRow; off *= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
     const float inv = amax > 0.0f ? kFp8Max / amax : 0.0f;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) v[i] *= inv;
     unsigned words[4];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const __nv_fp8x2_storage_t lo = __nv_cvt_float2_to_fp8x2(make_float2(v[4 * j] * inv, v[4 * j + 1] * inv),
-                                                               __NV_SATFINITE, __NV_E4M3);
-      const __nv_fp8x2_storage_t hi = __nv_cvt_float2_to_fp8x2(make_float2(v[4 * j + 2] * inv, v[4 * j + 3] * inv),
-                                                               __NV_SATFINITE, __NV_E4M3);
-      words[j] = static_cast<unsigned>(lo) | static_cast<unsigned>(hi) << 16;
-    }
+    for (int j = 0; j < 4; ++j) words[j] = e4m3x4(v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]);
     *reinterpret_cast<uint4*>(sq + sm90::swizzled_offset(r, c)) = make_uint4(words[0], words[1], words[2], words[3]);
+    if constexpr (kTwo) {
+      unsigned low[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float4 h = e4m3x4_values(words[j]);
+        low[j] = e4m3x4(v[4 * j] - h.x, v[4 * j + 1] - h.y, v[4 * j + 2] - h.z, v[4 * j + 3] - h.w);
+      }
+      *reinterpret_cast<uint4*>(sq + kRows * 128 + sm90::swizzled_offset(r, c)) =
+          make_uint4(low[0], low[1], low[2], low[3]);
+    }
     if (c == 0) qscale[r] = amax > 0.0f ? amax / kFp8Max : 1.0f;
   }
 }
@@ -88,6 +110,13 @@ __device__ __forceinline__ void issue_qk(float (&s)[64], uint32_t sq, uint32_t s
 #pragma unroll
     for (int kk = 0; kk < D / 32; ++kk)
       sm90::wgmma_m64n128k32_ss_e4m3(s, sm90::desc_advance(da0, kk * 32), sm90::desc_advance(db0, kk * 32), kk > 0);
+    if constexpr (query_two_terms(KV)) {
+      // The low terms, into the same scores (their block follows the first terms').
+#pragma unroll
+      for (int kk = 0; kk < D / 32; ++kk)
+        sm90::wgmma_m64n128k32_ss_e4m3(s, sm90::desc_advance(da0, Ly::kQBlock + kk * 32),
+                                       sm90::desc_advance(db0, kk * 32), 1);
+    }
   } else {
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
@@ -255,7 +284,7 @@ __device__ __forceinline__ void consume(const Sm90Params& p, const CtaWork& w, i
   const int tid = threadIdx.x % 128, warp = tid / 32, g = (tid % 32) / 4;
   const int G = p.group;
   float* qscale = reinterpret_cast<float*>(smem + Ly::kQScaleOffset);  // [kRows], E4M3 query only
-  if constexpr (query_fp8(KV)) load_q_e4m3<D>(p, w, wg, smem, qscale);
+  if constexpr (query_fp8(KV)) load_q_e4m3<D, query_two_terms(KV)>(p, w, wg, smem, qscale);
   else load_q<D, KV>(p, w, wg, smem);
   sm90::fence_proxy_async();
   sm90::named_barrier_sync(1 + wg, 128);

@@ -46,10 +46,16 @@ struct Sm90Params {
 // FP16); an FP8 cache with every query row rounded to E4M3 under its own scale, so Q K^T runs
 // on E4M3 wgmma straight from the cache's bytes (P V stays FP16 on the widened V); and that
 // with P rounded to E4M3 too (scaled by 256), P V on E4M3 wgmma over V transposed in shared
-// memory (kFp8QueryP, Fp8AttentionMath::kE4m3QueryAndP).
-enum class Sm90Kv { kBf16, kFp8, kFp8Query, kFp8QueryP };
+// memory (kFp8QueryP, Fp8AttentionMath::kE4m3QueryAndP). kFp8Query2 (Fp8AttentionMath::
+// kE4m3x2Query) holds each query row as two E4M3 terms under the row's scale, q ~ hi + lo with
+// lo the E4M3 rounding of q - hi (about the precision of a 16-bit query), and runs Q K^T as two
+// E4M3 wgmma chains into one accumulator; the rest as kFp8Query.
+enum class Sm90Kv { kBf16, kFp8, kFp8Query, kFp8QueryP, kFp8Query2 };
 __host__ __device__ constexpr bool kv_fp8(Sm90Kv kv) { return kv != Sm90Kv::kBf16; }
-__host__ __device__ constexpr bool query_fp8(Sm90Kv kv) { return kv == Sm90Kv::kFp8Query || kv == Sm90Kv::kFp8QueryP; }
+__host__ __device__ constexpr bool query_fp8(Sm90Kv kv) {
+  return kv == Sm90Kv::kFp8Query || kv == Sm90Kv::kFp8QueryP || kv == Sm90Kv::kFp8Query2;
+}
+__host__ __device__ constexpr bool query_two_terms(Sm90Kv kv) { return kv == Sm90Kv::kFp8Query2; }
 __host__ __device__ constexpr bool p_fp8(Sm90Kv kv) { return kv == Sm90Kv::kFp8QueryP; }
 // P is rounded to E4M3 as p * 2^kPShift (p <= 1), keeping probabilities down to 2^-17 normal;
 // the row sums carry the same factor, so the output needs no correction.
@@ -65,7 +71,8 @@ constexpr MmaType kMmaType = kv_fp8(KV) ? MmaType::kF16 : MmaType::kBF16;
 // then the rings' mbarriers: per stage a "full" barrier (the producer's 128 threads arrive as
 // their copies land) and an "empty" one (the 8 consumer warps arrive when their products have
 // read the stage). With an E4M3 query, Q and K are E4M3 rows in one 128-byte column block
-// (rows of D bytes; the upper half unused at head_dim 64).
+// (rows of D bytes; the upper half unused at head_dim 64); a two-term query's low terms follow
+// in a second block.
 
 template <int D, Sm90Kv KV>
 struct Sm90Layout {
@@ -75,7 +82,7 @@ struct Sm90Layout {
   static constexpr int kVStages = D == 128 && !kP8 ? 2 : 4;
   static constexpr int kQBlock = kRows * 128;     // bytes of one Q column block
   static constexpr int kKvBlock = kKeys * 128;    // bytes of one K or V column block
-  static constexpr int kQBytes = (kQuery8 ? 1 : kBlocks) * kQBlock;
+  static constexpr int kQBytes = (kQuery8 ? (query_two_terms(KV) ? 2 : 1) : kBlocks) * kQBlock;
   static constexpr int kKTileBytes = (kQuery8 ? 1 : kBlocks) * kKvBlock;  // one K tile
   // One V tile: 16-bit rows in column blocks, or (kP8) V transposed: D rows of the tile's 128
   // keys as E4M3 bytes (a K-major B operand, keys permuted as the P fragments hold them).
