@@ -97,6 +97,7 @@ void row(const char* kind, const std::string& name, double us, double achieved, 
 // (the decode-layer rows: "layer linears n=N", "fp8 layer linears n=N").
 std::string g_matmul_filter;
 std::string g_attn_filter;  // `bench_ops attn TEXT`: the attention cases whose label contains TEXT
+int g_prompt_attn_reps = 3;  // `bench_ops attn TEXT REPS`: timed calls per prompt-attention case
 
 // `copies` uploads of one weight [m, k] (BF16, or FP8 with per-row scales).
 std::vector<WeightMatrix> upload_weights(Backend& be, const char* name, int64_t m, int64_t k, bool fp8, int copies) {
@@ -252,15 +253,16 @@ void fill_cache(Backend& be, Buffer& buf, size_t bytes, DType kv, uint32_t seed)
 
 // One sequence layout in the cache: contiguous block ids per sequence.
 // fp8_math: how an FP8 cache is multiplied (kE4m3Query: prompt chunks round Q to E4M3;
-// kE4m3x2Query: Q as two E4M3 terms; kE4m3QueryAndP: P too, FP8 P V).
+// kE4m3x2Query: Q as two E4M3 terms; kE4m3QueryAndP: P too, FP8 P V; kE4m3x2QueryAndP: both).
 void bench_attention(Backend& be, int64_t batch, int64_t ctx, int64_t q_len, DType kv = DType::kBF16,
                      Fp8AttentionMath fp8_math = Fp8AttentionMath::kF16) {
   const std::string label = "b=" + std::to_string(batch) + " ctx=" + std::to_string(ctx) + " q=" +
                             std::to_string(q_len) + (kv == DType::kBF16 ? "" : std::string(" ") + dtype_name(kv)) +
-                            (fp8_math == Fp8AttentionMath::kE4m3Query       ? " e4m3-query"
-                             : fp8_math == Fp8AttentionMath::kE4m3x2Query   ? " e4m3x2-query"
-                             : fp8_math == Fp8AttentionMath::kE4m3QueryAndP ? " e4m3-pv"
-                                                                            : "");
+                            (fp8_math == Fp8AttentionMath::kE4m3Query         ? " e4m3-query"
+                             : fp8_math == Fp8AttentionMath::kE4m3x2Query     ? " e4m3x2-query"
+                             : fp8_math == Fp8AttentionMath::kE4m3QueryAndP   ? " e4m3-pv"
+                             : fp8_math == Fp8AttentionMath::kE4m3x2QueryAndP ? " e4m3x2-pv"
+                                                                              : "");
   if (label.find(g_attn_filter) == std::string::npos) return;
   be.set_fp8_attention_math(fp8_math);
   const int64_t H = 32, KH = 8, D = 128, bs = 16;
@@ -286,7 +288,7 @@ void bench_attention(Backend& be, int64_t batch, int64_t ctx, int64_t q_len, DTy
   die(be.copy_to_device(dt.data(), tables.data(), tables.size() * 4), "copy");
   PagedAttentionArgs a{T, batch, H, blocks_per_seq, 1.0f / std::sqrt(128.0f), q.as<float>(), dqs.as<int32_t>(),
                        dl.as<int32_t>(), dt.as<int32_t>(), out.as<float>()};
-  const int reps = q_len == 1 ? 50 : 3;
+  const int reps = q_len == 1 ? 50 : g_prompt_attn_reps;
   const double s = time_per_call(be, reps, [&](int) { die(be.paged_attention(a, cache), "attention"); });
   if (q_len == 1) {
     const double bytes = static_cast<double>(cache_bytes) * 2 * (static_cast<double>(ctx) / (blocks_per_seq * bs));
@@ -383,11 +385,13 @@ void bench_lora(Backend& be, int64_t slots, int64_t rows, int64_t R) {
 
 int main(int argc, char** argv) {
   // `bench_ops lora` times the LoRA ops of one layer only;
-  // `bench_ops attn [TEXT]` runs the attention cases only (those whose label contains TEXT),
+  // `bench_ops attn [TEXT [REPS]]` runs the attention cases only (those whose label contains
+  // TEXT; REPS timed calls per prompt case, 3 by default: more show the rate under sustained load),
   // `bench_ops matmul [TEXT]` the linear layers only, `bench_ops prompt` a prompt chunk's MLP block.
   const std::string only = argc > 1 ? argv[1] : "";
   if (only == "matmul" && argc > 2) g_matmul_filter = argv[2];
   if (only == "attn" && argc > 2) g_attn_filter = argv[2];
+  if (only == "attn" && argc > 3) g_prompt_attn_reps = std::max(1, std::atoi(argv[3]));
   auto be = make_backend("cuda");
   die(be.status(), "cuda backend");
   std::printf("%-10s %-34s %13s %18s\n", "op", "case", "time", "achieved");
@@ -422,11 +426,19 @@ int main(int argc, char** argv) {
   bench_attention(**be, 1, 32768, 2048, DType::kF8E4M3, Fp8AttentionMath::kE4m3Query);
   bench_attention(**be, 1, 32768, 2048, DType::kF8E4M3, Fp8AttentionMath::kE4m3x2Query);
   bench_attention(**be, 1, 32768, 2048, DType::kF8E4M3, Fp8AttentionMath::kE4m3QueryAndP);
+  bench_attention(**be, 1, 32768, 2048, DType::kF8E4M3, Fp8AttentionMath::kE4m3x2QueryAndP);
   bench_attention(**be, 1, 32768, 32768, DType::kF8E4M3);
   bench_attention(**be, 1, 32768, 32768, DType::kF8E4M3, Fp8AttentionMath::kE4m3Query);
   bench_attention(**be, 1, 32768, 32768, DType::kF8E4M3, Fp8AttentionMath::kE4m3x2Query);
   bench_attention(**be, 1, 32768, 32768, DType::kF8E4M3, Fp8AttentionMath::kE4m3QueryAndP);
+  bench_attention(**be, 1, 32768, 32768, DType::kF8E4M3, Fp8AttentionMath::kE4m3x2QueryAndP);
   bench_attention(**be, 1, 131072, 256);
   bench_attention(**be, 1, 32768, 32768);
+  // The two chunks of 16,384 tokens a 32K prompt is prefilled in by default.
+  for (int64_t ctx : {int64_t{16384}, int64_t{32768}}) {
+    bench_attention(**be, 1, ctx, 16384);
+    bench_attention(**be, 1, ctx, 16384, DType::kF8E4M3, Fp8AttentionMath::kE4m3x2Query);
+    bench_attention(**be, 1, ctx, 16384, DType::kF8E4M3, Fp8AttentionMath::kE4m3x2QueryAndP);
+  }
   return 0;
 }

@@ -196,12 +196,12 @@ enum class ActivationPrecision { kFast, kExact };
 // own scale (absmax / 448) so Q K^T runs on the FP8 tensor cores at twice the rate
 // (FlashAttention-3's FP8 mode for the first product; P V stays FP16); decode rows keep kF16.
 // Backends without FP8 tensor cores ignore it. kE4m3QueryAndP: as kE4m3Query, and P rounded to
-// E4M3 too (FlashAttention-3's FP8 P V); only the CPU backend computes it, as an estimate for
+// E4M3 too (FlashAttention-3's FP8 P V); the CPU backend's rounding of P is an estimate for
 // `lancet eval-precision` (its key chunks are not the GPU's tiles, so P is rounded against a
 // slightly different running maximum). kE4m3x2Query: as kE4m3Query with each query row held as
 // two E4M3 terms (the row's rounding, then the rounding of what it left), Q K^T as two FP8
-// products: about a 16-bit query's precision.
-enum class Fp8AttentionMath { kF16, kE4m3Query, kE4m3QueryAndP, kE4m3x2Query };
+// products: about a 16-bit query's precision. kE4m3x2QueryAndP: that query and P rounded to E4M3.
+enum class Fp8AttentionMath { kF16, kE4m3Query, kE4m3QueryAndP, kE4m3x2Query, kE4m3x2QueryAndP };
 
 // A step whose attention runs as prompt chunks (the GPU's prompt kernel; kE4m3Query applies to
 // it): at least 64 query rows, at least 4 per sequence. Other steps are decode-shaped.

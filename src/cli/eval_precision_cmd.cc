@@ -30,6 +30,7 @@
 #include "io/text_file.h"
 #include "runner/kv_calibration.h"
 #include "model/llama_model.h"
+#include "runtime/runtime.h"
 #include "tokenizer/model_tokenizer.h"
 
 namespace lancet::cli {
@@ -127,12 +128,10 @@ Status run(const EvalPrecisionFlags& f) {
     return InvalidArgument("--calibrate is for --fp8-rounding gptq");
   if (rounding == Fp8Rounding::kGptq && !fp8_weights) return InvalidArgument("--fp8-rounding needs --quantization fp8");
   if (f.w8a8 && f.backend != "cpu") return InvalidArgument("--w8a8 emulates the GPU on the cpu backend only");
-  if (f.fp8_attention_math != "f16" && f.fp8_attention_math != "e4m3" && f.fp8_attention_math != "e4m3-pv" &&
-      f.fp8_attention_math != "e4m3x2")
-    return InvalidArgument("--fp8-attention-math must be f16, e4m3, e4m3x2 or e4m3-pv");
-  const bool e4m3_pv = f.fp8_attention_math == "e4m3-pv";
-  const bool e4m3x2 = f.fp8_attention_math == "e4m3x2";
-  const bool e4m3_query = f.fp8_attention_math == "e4m3" || e4m3_pv || e4m3x2;
+  const std::string& fm = f.fp8_attention_math;
+  if (fm != "f16" && fm != "e4m3" && fm != "e4m3-pv" && fm != "e4m3x2" && fm != "e4m3x2-pv")
+    return InvalidArgument("--fp8-attention-math must be f16, e4m3, e4m3x2, e4m3-pv or e4m3x2-pv");
+  const bool e4m3_query = fm != "f16";
   if (e4m3_query && !fp8_kv)
     return InvalidArgument("--fp8-attention-math " + f.fp8_attention_math + " needs --kv-cache-dtype fp8");
   const std::string& rk = f.reference_kv_cache_dtype;
@@ -191,10 +190,7 @@ Status run(const EvalPrecisionFlags& f) {
   cfg.test_kv_dtype = fp8_kv ? DType::kF8E4M3 : DType::kF32;
   cfg.ref_kv_dtype = ref_kv;
   // Only the test path rounds the query to E4M3; an FP8 reference multiplies in FP16.
-  cfg.test_fp8_attention_math = e4m3_pv      ? Fp8AttentionMath::kE4m3QueryAndP
-                                : e4m3x2     ? Fp8AttentionMath::kE4m3x2Query
-                                : e4m3_query ? Fp8AttentionMath::kE4m3Query
-                                             : Fp8AttentionMath::kF16;
+  cfg.test_fp8_attention_math = resolve_fp8_attention_math(fm, f.backend);
   std::string kv_scale_source;
   if (fp8_kv) {
     // The scales the runtime would use: the checkpoint's, else calibrated on the built-in text.
@@ -231,9 +227,11 @@ Status run(const EvalPrecisionFlags& f) {
                                       : ref_weights;
   if (f.w8a8) test_desc += ", fp8 activations per token (w8a8 emulation)";
   test_desc += fp8_kv ? ", fp8 kv cache (scales: " + kv_scale_source + ")" : ", f32 kv cache";
-  if (e4m3_query) test_desc += e4m3_pv  ? ", e4m3 query and P in prompt-chunk attention (estimate)"
-                                : e4m3x2 ? ", two-term e4m3 query in prompt-chunk attention"
-                                         : ", e4m3 query in prompt-chunk attention";
+  if (e4m3_query) test_desc += fm == "e4m3-pv"     ? ", e4m3 query and P in prompt-chunk attention (estimate)"
+                                : fm == "e4m3x2"    ? ", two-term e4m3 query in prompt-chunk attention"
+                                : fm == "e4m3x2-pv" ? ", two-term e4m3 query and e4m3 P in prompt-chunk attention "
+                                                      "(estimate)"
+                                                    : ", e4m3 query in prompt-chunk attention";
   const bool has_text = rep.text_tokens > 0;
   const bool pass = rep.prompts.top1_agreement() >= 0.98 && rep.prompts.mean_cosine >= 0.992 &&
                     (!has_text || rep.perplexity_increase() <= 0.02);
@@ -292,8 +290,8 @@ int cmd_eval_precision(int argc, char** argv) {
   app.add_option("--fp8-attention-math", f.fp8_attention_math,
                  "with --kv-cache-dtype fp8: f16, e4m3 (prompt chunks round the query to E4M3 per row, as "
                  "the GPU's FP8 Q K^T path), e4m3x2 (the query as two E4M3 terms, two FP8 Q K^T products), "
-                 "or e4m3-pv (P in E4M3 too, FlashAttention-3's FP8 P V; on the cpu backend an estimate: its "
-                 "key chunks are not the GPU's tiles)")
+                 "e4m3-pv (P in E4M3 too, FlashAttention-3's FP8 P V; on the cpu backend an estimate: its "
+                 "key chunks are not the GPU's tiles) or e4m3x2-pv (the two-term query and P in E4M3)")
       ->capture_default_str();
   app.add_option("--reference-kv-cache-dtype", f.reference_kv_cache_dtype,
                  "the reference path's KV cache: float32, bfloat16, or fp8 (the test path's cache and scales, "

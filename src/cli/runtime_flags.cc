@@ -47,7 +47,8 @@ void add_runtime_flags(CLI::App& app, RuntimeConfig* c) {
   app.add_option("--fp8-attention-math", c->fp8_attention_math,
                  "FP8 KV cache: f16 (E4M3 widened, 16-bit query), e4m3 (prompt chunks round the query to "
                  "E4M3 for FP8 Q K^T on sm_90a), e4m3x2 (the query as two E4M3 terms, two FP8 Q K^T products), "
-                 "e4m3-pv (P rounded to E4M3 too, FP8 P V) or auto (e4m3x2 on cuda, f16 on cpu; docs/FP8.md)")
+                 "e4m3-pv (P rounded to E4M3 too, FP8 P V), e4m3x2-pv (the two-term query and FP8 P V) or auto "
+                 "(e4m3x2 on cuda, f16 on cpu; docs/FP8.md)")
       ->capture_default_str();
   app.add_option("--max-num-seqs", c->max_num_seqs, "sequences per step")->capture_default_str();
   app.add_option("--max-num-batched-tokens", c->max_num_batched_tokens, "tokens per step (chunked prefill)")

@@ -19,6 +19,7 @@ namespace lancet {
 Fp8AttentionMath resolve_fp8_attention_math(const std::string& flag, const std::string& backend) {
   if (flag == "e4m3") return Fp8AttentionMath::kE4m3Query;
   if (flag == "e4m3-pv") return Fp8AttentionMath::kE4m3QueryAndP;
+  if (flag == "e4m3x2-pv") return Fp8AttentionMath::kE4m3x2QueryAndP;
   if (flag == "e4m3x2" || (flag == "auto" && backend == "cuda")) return Fp8AttentionMath::kE4m3x2Query;
   return Fp8AttentionMath::kF16;
 }
@@ -51,10 +52,10 @@ Status RuntimeConfig::validate() const {
   if (backend != "cpu" && backend != "cuda") return InvalidArgument("--backend must be cpu or cuda");
   if (activation_precision != "fast" && activation_precision != "exact")
     return InvalidArgument("--activation-precision must be fast or exact, got '" + activation_precision + "'");
-  if (fp8_attention_math != "auto" && fp8_attention_math != "f16" && fp8_attention_math != "e4m3" &&
-      fp8_attention_math != "e4m3-pv" && fp8_attention_math != "e4m3x2")
-    return InvalidArgument("--fp8-attention-math must be auto, f16, e4m3, e4m3x2 or e4m3-pv, got '" +
-                           fp8_attention_math + "'");
+  const std::string& fm = fp8_attention_math;
+  if (fm != "auto" && fm != "f16" && fm != "e4m3" && fm != "e4m3-pv" && fm != "e4m3x2" && fm != "e4m3x2-pv")
+    return InvalidArgument("--fp8-attention-math must be auto, f16, e4m3, e4m3x2, e4m3-pv or e4m3x2-pv, got '" +
+                           fm + "'");
   if (num_threads < 0) return InvalidArgument("--threads must be positive");
   if (max_logprobs < 0) return InvalidArgument("--max-logprobs must be positive");
   ASSIGN_OR_RETURN(const SpeculativeConfig spec, parse_speculative_config(speculative_config));

@@ -75,8 +75,8 @@ struct RuntimeConfig {
   std::string activation_precision = "fast";  // "fast" (bf16 GEMM inputs) or "exact" (backend.h)
   // Attention over an FP8 KV cache: "f16" (E4M3 widened, 16-bit Q), "e4m3" (prompt chunks
   // round Q to E4M3 per row for FP8 Q K^T), "e4m3x2" (Q as two E4M3 terms, two FP8 products),
-  // "e4m3-pv" (P in E4M3 too, FP8 P V; backend.h Fp8AttentionMath) or "auto"
-  // (resolve_fp8_attention_math).
+  // "e4m3-pv" (P in E4M3 too, FP8 P V; backend.h Fp8AttentionMath), "e4m3x2-pv" (both) or
+  // "auto" (resolve_fp8_attention_math).
   std::string fp8_attention_math = "auto";
   int32_t max_logprobs = 20;
   // Parse special-token strings inside chat message content too (what HF's

@@ -308,7 +308,8 @@ TEST(KvFp8, TwoTermE4m3QueryRoundsThePromptStepsQueryRows) {
 // Fp8AttentionMath::kE4m3QueryAndP also rounds P to E4M3 on prompt-chunk steps (an estimate of
 // an FP8 P V path): over one 64-key chunk, where the running maximum is the row's maximum, the
 // output follows a double reference with the rounded query, the cache's dequantized K/V and P
-// rounded to E4M3 far closer than the query-only path does; decode steps are untouched.
+// rounded to E4M3 far closer than the query-only path does; decode steps are untouched. The same
+// for kE4m3x2QueryAndP against kE4m3x2Query (the query rounded to two terms).
 TEST(KvFp8, E4m3QueryAndPRoundsTheProbabilities) {
   const int64_t H = 8, KVH = 2, D = 64, bs = 16;
   const float k_scale = 2.f / 448.f, v_scale = 0.5f / 448.f;
@@ -330,31 +331,37 @@ TEST(KvFp8, E4m3QueryAndPRoundsTheProbabilities) {
     const Fp8Cache cache = fp8_cache(*be, t, bs, KVH, D, k_scale, v_scale);
     return write_and_attend(*be, cache.layer, t, seqs, K, V, Q, H);
   };
-  const std::vector<SeqSpec> prompt = {{0, 64}};  // 64 rows, 64 keys: one chunk
-  std::vector<std::vector<float>> K, V, Q;
-  make(prompt, &K, &V, &Q);
-  round_rows_e4m3(&Q[0], D);
-  const std::vector<double> ref = reference_attention(
-      prompt, Q, H, KVH, D, [&](size_t s, int64_t i) { return dequantized(K[s][i], k_scale); },
-      [&](size_t s, int64_t i) { return dequantized(V[s][i], v_scale); },
-      [](double p) {  // p * 256 in E4M3, as the GPU's FP8 P V
-        return static_cast<double>(fp8e4m3_to_f32(f32_to_fp8e4m3(static_cast<float>(p * 256.0), true))) / 256.0;
-      });
-  const std::vector<float> with_p = run(prompt, Fp8AttentionMath::kE4m3QueryAndP);
-  const std::vector<float> query_only = run(prompt, Fp8AttentionMath::kE4m3Query);
-  ASSERT_EQ(with_p.size(), ref.size());
-  ASSERT_EQ(query_only.size(), ref.size());
-  double e_p = 0, e_q = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    e_p += std::fabs(with_p[i] - ref[i]);
-    e_q += std::fabs(query_only[i] - ref[i]);
+  for (const bool two_terms : {false, true}) {
+    SCOPED_TRACE(two_terms ? "two-term query" : "one-term query");
+    const Fp8AttentionMath with_p_math =
+        two_terms ? Fp8AttentionMath::kE4m3x2QueryAndP : Fp8AttentionMath::kE4m3QueryAndP;
+    const Fp8AttentionMath query_math = two_terms ? Fp8AttentionMath::kE4m3x2Query : Fp8AttentionMath::kE4m3Query;
+    const std::vector<SeqSpec> prompt = {{0, 64}};  // 64 rows, 64 keys: one chunk
+    std::vector<std::vector<float>> K, V, Q;
+    make(prompt, &K, &V, &Q);
+    round_rows_e4m3(&Q[0], D, two_terms);
+    const std::vector<double> ref = reference_attention(
+        prompt, Q, H, KVH, D, [&](size_t s, int64_t i) { return dequantized(K[s][i], k_scale); },
+        [&](size_t s, int64_t i) { return dequantized(V[s][i], v_scale); },
+        [](double p) {  // p * 256 in E4M3, as the GPU's FP8 P V
+          return static_cast<double>(fp8e4m3_to_f32(f32_to_fp8e4m3(static_cast<float>(p * 256.0), true))) / 256.0;
+        });
+    const std::vector<float> with_p = run(prompt, with_p_math);
+    const std::vector<float> query_only = run(prompt, query_math);
+    ASSERT_EQ(with_p.size(), ref.size());
+    ASSERT_EQ(query_only.size(), ref.size());
+    double e_p = 0, e_q = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      e_p += std::fabs(with_p[i] - ref[i]);
+      e_q += std::fabs(query_only[i] - ref[i]);
+    }
+    e_p /= static_cast<double>(ref.size());
+    e_q /= static_cast<double>(ref.size());
+    EXPECT_GT(e_q, 1e-4);      // P's rounding moves the output ...
+    EXPECT_LT(e_p, e_q / 20);  // ... and the E4M3-P path follows it
+    const std::vector<SeqSpec> decode = {{5, 1}, {96, 1}, {300, 2}};
+    EXPECT_EQ(run(decode, with_p_math), run(decode, Fp8AttentionMath::kF16));
   }
-  e_p /= static_cast<double>(ref.size());
-  e_q /= static_cast<double>(ref.size());
-  EXPECT_GT(e_q, 1e-4);      // P's rounding moves the output ...
-  EXPECT_LT(e_p, e_q / 20);  // ... and the E4M3-P path follows it
-  const std::vector<SeqSpec> decode = {{5, 1}, {96, 1}, {300, 2}};
-  EXPECT_EQ(run(decode, Fp8AttentionMath::kE4m3QueryAndP), run(decode, Fp8AttentionMath::kF16));
 }
 
 }  // namespace

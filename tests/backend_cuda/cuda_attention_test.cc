@@ -33,7 +33,8 @@ struct Geometry {
 // query row to E4M3 under its own scale (absmax / 448) before Q K^T; the reference then reads
 // the same rounded query, so the bound stays the tensor cores' one. kE4m3x2Query rounds each row
 // to two E4M3 terms (hi + the rounding of the rest); its result is also held to the 16-bit
-// query's bound against the unrounded query.
+// query's bound against the unrounded query. kE4m3QueryAndP and kE4m3x2QueryAndP also round P
+// to E4M3 (the reference's P is unrounded: a looser bound).
 // mixed_run, when given, is set when the step's leading decode rows made a mixed-step plan
 // (decode kernel, then prompt kernel) and it was checked too.
 void run_attention(const Geometry& geo, int64_t block_size, DType kv_dtype, const std::vector<SeqSpec>& seqs,
@@ -102,8 +103,10 @@ void run_attention(const Geometry& geo, int64_t block_size, DType kv_dtype, cons
   const bool prompt_route = precision == ActivationPrecision::kFast && T >= 64 && T >= 4 * S;
   const bool e4m3_query = fp8_math != Fp8AttentionMath::kF16 && kv_dtype == DType::kF8E4M3 && prompt_route &&
                           cuda::list_devices().at(0).sm_major == 9;
-  const bool e4m3_p = e4m3_query && fp8_math == Fp8AttentionMath::kE4m3QueryAndP;
-  const bool two_terms = e4m3_query && fp8_math == Fp8AttentionMath::kE4m3x2Query;
+  const bool e4m3_p = e4m3_query && (fp8_math == Fp8AttentionMath::kE4m3QueryAndP ||
+                                     fp8_math == Fp8AttentionMath::kE4m3x2QueryAndP);
+  const bool two_terms = e4m3_query && (fp8_math == Fp8AttentionMath::kE4m3x2Query ||
+                                        fp8_math == Fp8AttentionMath::kE4m3x2QueryAndP);
   std::vector<float> q_ref = q;
   if (e4m3_query) {
     for (int64_t row = 0; row < T * geo.num_heads; ++row) {
@@ -144,7 +147,7 @@ void run_attention(const Geometry& geo, int64_t block_size, DType kv_dtype, cons
                      " D=" + std::to_string(D) + " bs=" + std::to_string(block_size) + " " + dtype_name(kv_dtype) +
                      " seqs:";
   for (const SeqSpec& s : seqs) what += " (" + std::to_string(s.cached) + "+" + std::to_string(s.q_len) + ")";
-  if (e4m3_query) what += e4m3_p ? " e4m3 query and P" : two_terms ? " two-term e4m3 query" : " e4m3 query";
+  if (e4m3_query) what += std::string(two_terms ? " two-term e4m3 query" : " e4m3 query") + (e4m3_p ? " and P" : "");
   // FP8: the scale is applied to q.k and to the output instead of to each element (a few
   // ulps of f32 apart).
   // Tensor cores: Q, K, V and P rounded to BF16 (relative error 2^-9 each) give an NMSE of
@@ -158,13 +161,14 @@ void run_attention(const Geometry& geo, int64_t block_size, DType kv_dtype, cons
   expect_nmse(to_host<float>(*g, *dout, ref.size()), ref, bound, what + (flash ? " (tensor cores)" : ""));
   if (two_terms) {
     // Against the unrounded query: within the 16-bit query's bound (one E4M3 term, up to 2^-4
-    // of each value, is not held to it).
+    // of each value, is not held to it), or E4M3 P's when P is rounded too.
     std::vector<float> ref_q(T * q_row, -1.0f);
     PagedAttentionArgs uq = ca;
     uq.q = q.data();
     uq.out = ref_q.data();
     ASSERT_TRUE(c->paged_attention(uq, cc).ok());
-    expect_nmse(to_host<float>(*g, *dout, ref.size()), ref_q, 1e-4, what + " (against the unrounded query)");
+    expect_nmse(to_host<float>(*g, *dout, ref.size()), ref_q, e4m3_p ? bound : 1e-4,
+                what + " (against the unrounded query)");
   }
 
   // The step's plan made once from the real lengths (Backend::plan_attention), run eagerly and
@@ -347,6 +351,11 @@ TEST(CudaAttention, TensorCorePrefillE4m3QueryAndPMatchesReference) {
   run_e4m3_prompt_cases(Fp8AttentionMath::kE4m3QueryAndP, 51);
 }
 
+TEST(CudaAttention, TensorCorePrefillTwoTermE4m3QueryAndPMatchesReference) {
+  // The two-term query with P V on E4M3 wgmma (Fp8AttentionMath::kE4m3x2QueryAndP).
+  run_e4m3_prompt_cases(Fp8AttentionMath::kE4m3x2QueryAndP, 71);
+}
+
 TEST(CudaAttention, TensorCoreDecodeMatchesReference) {
   std::vector<Geometry> geos(std::begin(kGeometries), std::end(kGeometries));
   geos.push_back({40, 2, 128});  // GQA 20: two CTAs of 16 and 4 heads per KV head
@@ -387,8 +396,9 @@ TEST(CudaAttention, SanitizerSized) {
     run_attention({9, 3, 64}, 1, dt, small, 13, ActivationPrecision::kFast);
     run_attention({32, 8, 128}, 16, dt, {{40, 70}}, 14, ActivationPrecision::kFast);
     if (dt == DType::kF8E4M3) {
-      // The FP8 query modes of the prompt kernel (sm_90a): two-term query, E4M3 query and P.
-      for (Fp8AttentionMath m : {Fp8AttentionMath::kE4m3x2Query, Fp8AttentionMath::kE4m3QueryAndP}) {
+      // The FP8 query modes of the prompt kernel (sm_90a): two-term query, E4M3 query and P, both.
+      for (Fp8AttentionMath m : {Fp8AttentionMath::kE4m3x2Query, Fp8AttentionMath::kE4m3QueryAndP,
+                                 Fp8AttentionMath::kE4m3x2QueryAndP}) {
         run_attention({32, 8, 128}, 16, dt, {{40, 70}}, 16, ActivationPrecision::kFast, m);
         run_attention({9, 3, 64}, 1, dt, {{0, 100}, {17, 130}}, 17, ActivationPrecision::kFast, m);
       }

@@ -11,11 +11,11 @@ TEST(RuntimeConfig, Fp8AttentionMathValues) {
   RuntimeConfig rc;
   rc.model = "unused";
   EXPECT_EQ(rc.fp8_attention_math, "auto");
-  for (const char* v : {"auto", "f16", "e4m3", "e4m3x2", "e4m3-pv"}) {
+  for (const char* v : {"auto", "f16", "e4m3", "e4m3x2", "e4m3-pv", "e4m3x2-pv"}) {
     rc.fp8_attention_math = v;
     EXPECT_TRUE(rc.validate().ok()) << v << ": " << rc.validate().to_string();
   }
-  for (const char* v : {"", "fp16", "E4M3X2", "e4m3x3"}) {
+  for (const char* v : {"", "fp16", "E4M3X2", "e4m3x3", "e4m3x2-p"}) {
     rc.fp8_attention_math = v;
     const Status st = rc.validate();
     EXPECT_FALSE(st.ok()) << v;
@@ -31,6 +31,7 @@ TEST(RuntimeConfig, Fp8AttentionMathResolvesPerBackend) {
     EXPECT_EQ(resolve_fp8_attention_math("e4m3", be), Fp8AttentionMath::kE4m3Query) << be;
     EXPECT_EQ(resolve_fp8_attention_math("e4m3x2", be), Fp8AttentionMath::kE4m3x2Query) << be;
     EXPECT_EQ(resolve_fp8_attention_math("e4m3-pv", be), Fp8AttentionMath::kE4m3QueryAndP) << be;
+    EXPECT_EQ(resolve_fp8_attention_math("e4m3x2-pv", be), Fp8AttentionMath::kE4m3x2QueryAndP) << be;
   }
 }
 

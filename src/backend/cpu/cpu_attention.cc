@@ -127,7 +127,7 @@ Status CpuBackend::paged_attention(const PagedAttentionArgs& args, const KvCache
                            attention_prompt_step(a.num_tokens, a.num_seqs);
   if (e4m3_prompt) {
     // Each query row rounded to E4M3 under its own scale, as the GPU's prompt kernel does (with
-    // kE4m3x2Query: to two terms, the first rounding and the rounding of the rest).
+    // the two-term modes: to two terms, the first rounding and the rounding of the rest).
     const int64_t rows = a.num_tokens * a.num_heads, D = c.head_dim;
     q_e4m3_.resize(static_cast<size_t>(rows * D));
     for (int64_t r = 0; r < rows; ++r) {
@@ -136,7 +136,8 @@ Status CpuBackend::paged_attention(const PagedAttentionArgs& args, const KvCache
       float amax = 0.0f;
       for (int64_t i = 0; i < D; ++i) amax = std::max(amax, std::fabs(src[i]));
       const float inv = amax > 0.0f ? kFp8E4M3Max / amax : 0.0f, qs = amax > 0.0f ? amax / kFp8E4M3Max : 1.0f;
-      const bool two_terms = fp8_attention_ == Fp8AttentionMath::kE4m3x2Query;
+      const bool two_terms = fp8_attention_ == Fp8AttentionMath::kE4m3x2Query ||
+                             fp8_attention_ == Fp8AttentionMath::kE4m3x2QueryAndP;
       for (int64_t i = 0; i < D; ++i) {
         const float x = src[i] * inv, hi = fp8e4m3_to_f32(encode_e4m3(x));
         dst[i] = (two_terms ? hi + fp8e4m3_to_f32(encode_e4m3(x - hi)) : hi) * qs;
@@ -179,7 +180,8 @@ Status CpuBackend::paged_attention(const PagedAttentionArgs& args, const KvCache
         it.first_pos = ctx - q_len + t0;
         it.kv_head = h;
         it.group = group;
-        it.p_e4m3 = e4m3_prompt && fp8_attention_ == Fp8AttentionMath::kE4m3QueryAndP;
+        it.p_e4m3 = e4m3_prompt && (fp8_attention_ == Fp8AttentionMath::kE4m3QueryAndP ||
+                                    fp8_attention_ == Fp8AttentionMath::kE4m3x2QueryAndP);
         it.num_heads = a.num_heads;
         it.block_table = table;
         it.scale = a.scale;

@@ -45,7 +45,7 @@ class CpuBackend final : public Backend {
   // per-row rounding), so `lancet eval-precision` measures what that path costs;
   // kE4m3QueryAndP also rounds P to E4M3 as the GPU does (p * 256; the row sums unrounded):
   // an estimate, since the CPU's key chunks are not the GPU's tiles. kE4m3x2Query: the
-  // two-term query, rounded as the GPU rounds it.
+  // two-term query, rounded as the GPU rounds it; kE4m3x2QueryAndP: both.
   void set_fp8_attention_math(Fp8AttentionMath m) override { fp8_attention_ = m; }
   Status gather_rows(const float* x, int64_t n, int64_t d, const int32_t* rows, int64_t r,
                      float* out) override;

@@ -111,7 +111,8 @@ cudaError_t launch_attention_prefill_sm80(const PagedAttentionArgs& a, const KvC
 // fp8_math (fp8 caches only): kE4m3Query rounds each query row to E4M3 under its own scale and
 // runs Q K^T on the FP8 tensor cores; kE4m3x2Query holds each row as two E4M3 terms (two FP8
 // Q K^T products, about a 16-bit query's precision); kE4m3QueryAndP also rounds P (times 256)
-// to E4M3 and runs P V on them over V transposed in shared memory; kF16 keeps Q and P in FP16.
+// to E4M3 and runs P V on them over V transposed in shared memory; kE4m3x2QueryAndP is the
+// two-term query with that P V; kF16 keeps Q and P in FP16.
 bool attention_prefill_sm90_available();
 cudaError_t launch_attention_prefill_sm90(const PagedAttentionArgs& a, const KvCacheLayer& cache,
                                           const AttentionPlan& plan, Fp8AttentionMath fp8_math, unsigned* err,

@@ -23,7 +23,7 @@
 // transposed to key-major E4M3 rows by the producer. With a two-term E4M3 query
 // (Fp8AttentionMath::kE4m3x2Query) each row is also held as a second E4M3 term, the rounding
 // of what the first left, and Q K^T runs both terms into one accumulator; P V as for the E4M3
-// query. FP32 accumulation; scores scaled in f32.
+// query, or in E4M3 (Fp8AttentionMath::kE4m3x2QueryAndP). FP32 accumulation; scores scaled in f32.
 // Split-KV writes the partial results that launch_attention_merge combines, like the other
 // kernels.
 #include <type_traits>
@@ -154,17 +154,19 @@ cudaError_t launch_attention_prefill_sm90(const PagedAttentionArgs& a, const KvC
   p.score_scale = a.scale * kLog2e * (fp8 ? c.k_scale : 1.0f);
   p.v_scale = fp8 ? c.v_scale : 1.0f;
   const int num_sms = current_device_sms();  // persistent CTAs, one per SM
-  const Sm90Kv kv = !fp8                                              ? Sm90Kv::kBf16
-                    : fp8_math == Fp8AttentionMath::kE4m3QueryAndP ? Sm90Kv::kFp8QueryP
-                    : fp8_math == Fp8AttentionMath::kE4m3Query     ? Sm90Kv::kFp8Query
-                    : fp8_math == Fp8AttentionMath::kE4m3x2Query   ? Sm90Kv::kFp8Query2
-                                                                   : Sm90Kv::kFp8;
+  const Sm90Kv kv = !fp8                                                ? Sm90Kv::kBf16
+                    : fp8_math == Fp8AttentionMath::kE4m3QueryAndP   ? Sm90Kv::kFp8QueryP
+                    : fp8_math == Fp8AttentionMath::kE4m3Query       ? Sm90Kv::kFp8Query
+                    : fp8_math == Fp8AttentionMath::kE4m3x2Query     ? Sm90Kv::kFp8Query2
+                    : fp8_math == Fp8AttentionMath::kE4m3x2QueryAndP ? Sm90Kv::kFp8Query2P
+                                                                     : Sm90Kv::kFp8;
   auto launch = [&](auto dim) {
     constexpr int D = decltype(dim)::value;
     switch (kv) {
       case Sm90Kv::kFp8QueryP: return launch_typed<D, Sm90Kv::kFp8QueryP>(p, num_sms, s);
       case Sm90Kv::kFp8Query: return launch_typed<D, Sm90Kv::kFp8Query>(p, num_sms, s);
       case Sm90Kv::kFp8Query2: return launch_typed<D, Sm90Kv::kFp8Query2>(p, num_sms, s);
+      case Sm90Kv::kFp8Query2P: return launch_typed<D, Sm90Kv::kFp8Query2P>(p, num_sms, s);
       case Sm90Kv::kFp8: return launch_typed<D, Sm90Kv::kFp8>(p, num_sms, s);
       case Sm90Kv::kBf16: break;
     }

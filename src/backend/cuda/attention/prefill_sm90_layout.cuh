@@ -49,14 +49,15 @@ struct Sm90Params {
 // memory (kFp8QueryP, Fp8AttentionMath::kE4m3QueryAndP). kFp8Query2 (Fp8AttentionMath::
 // kE4m3x2Query) holds each query row as two E4M3 terms under the row's scale, q ~ hi + lo with
 // lo the E4M3 rounding of q - hi (about the precision of a 16-bit query), and runs Q K^T as two
-// E4M3 wgmma chains into one accumulator; the rest as kFp8Query.
-enum class Sm90Kv { kBf16, kFp8, kFp8Query, kFp8QueryP, kFp8Query2 };
+// E4M3 wgmma chains into one accumulator; the rest as kFp8Query. kFp8Query2P (Fp8AttentionMath::
+// kE4m3x2QueryAndP): the two-term query with kFp8QueryP's P V.
+enum class Sm90Kv { kBf16, kFp8, kFp8Query, kFp8QueryP, kFp8Query2, kFp8Query2P };
 __host__ __device__ constexpr bool kv_fp8(Sm90Kv kv) { return kv != Sm90Kv::kBf16; }
-__host__ __device__ constexpr bool query_fp8(Sm90Kv kv) {
-  return kv == Sm90Kv::kFp8Query || kv == Sm90Kv::kFp8QueryP || kv == Sm90Kv::kFp8Query2;
+__host__ __device__ constexpr bool query_fp8(Sm90Kv kv) { return kv != Sm90Kv::kBf16 && kv != Sm90Kv::kFp8; }
+__host__ __device__ constexpr bool query_two_terms(Sm90Kv kv) {
+  return kv == Sm90Kv::kFp8Query2 || kv == Sm90Kv::kFp8Query2P;
 }
-__host__ __device__ constexpr bool query_two_terms(Sm90Kv kv) { return kv == Sm90Kv::kFp8Query2; }
-__host__ __device__ constexpr bool p_fp8(Sm90Kv kv) { return kv == Sm90Kv::kFp8QueryP; }
+__host__ __device__ constexpr bool p_fp8(Sm90Kv kv) { return kv == Sm90Kv::kFp8QueryP || kv == Sm90Kv::kFp8Query2P; }
 // P is rounded to E4M3 as p * 2^kPShift (p <= 1), keeping probabilities down to 2^-17 normal;
 // the row sums carry the same factor, so the output needs no correction.
 constexpr float kPShift = 8.0f;
