@@ -48,4 +48,4 @@ chat: deps model build
 	@$(BUILD)/lancet run --model $(MODEL)
 
 clean:
-	rm -rf $(BUILD) build-asan build-fuzz
+	rm -rf $(BUILD) build-sanitize

@@ -3,13 +3,13 @@
 # for coverage too, see fuzz/CMakeLists.txt) and runs each for a bounded time (default 30 s;
 # argument 1 overrides), as many at once as there are cores. Seeds come from fuzz/corpus/<target>/
 # (kept in the repository, written by tools/make_fuzz_corpus.py); what a run adds goes to
-# build-fuzz/corpus/<target>/. Each target's last coverage line ("cov: N" edges) is printed.
+# build-sanitize/corpus/<target>/. Each target's last coverage line ("cov: N" edges) is printed.
+# The build directory is the sanitizer tests' (tools/configure_sanitize_build.sh): only the
+# targets and what they link are built, and what those tests built already is reused.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH=${1:-30}
-BUILD=build-fuzz
-CC=clang CXX=clang++ cmake -S . -B $BUILD -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLANCET_FUZZ=ON \
-  -DLANCET_SANITIZE=ON -DLANCET_CUDA=OFF -DLANCET_TESTS=OFF > /dev/null
+BUILD=$(tools/configure_sanitize_build.sh)
 targets=$(cd fuzz && ls *_fuzz.cc | sed 's/\.cc$//')
 cmake --build $BUILD -j "$(nproc)" --target $targets
 export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
