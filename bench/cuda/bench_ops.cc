@@ -254,15 +254,18 @@ void fill_cache(Backend& be, Buffer& buf, size_t bytes, DType kv, uint32_t seed)
 // One sequence layout in the cache: contiguous block ids per sequence.
 // fp8_math: how an FP8 cache is multiplied (kE4m3Query: prompt chunks round Q to E4M3;
 // kE4m3x2Query: Q as two E4M3 terms; kE4m3QueryAndP: P too, FP8 P V; kE4m3x2QueryAndP: both).
+// splits > 0: the context split into that many ranges (a multiple of 128 keys each) instead
+// of the planner's choice, to compare split counts.
 void bench_attention(Backend& be, int64_t batch, int64_t ctx, int64_t q_len, DType kv = DType::kBF16,
-                     Fp8AttentionMath fp8_math = Fp8AttentionMath::kF16) {
+                     Fp8AttentionMath fp8_math = Fp8AttentionMath::kF16, int64_t splits = 0) {
   const std::string label = "b=" + std::to_string(batch) + " ctx=" + std::to_string(ctx) + " q=" +
                             std::to_string(q_len) + (kv == DType::kBF16 ? "" : std::string(" ") + dtype_name(kv)) +
                             (fp8_math == Fp8AttentionMath::kE4m3Query         ? " e4m3-query"
                              : fp8_math == Fp8AttentionMath::kE4m3x2Query     ? " e4m3x2-query"
                              : fp8_math == Fp8AttentionMath::kE4m3QueryAndP   ? " e4m3-pv"
                              : fp8_math == Fp8AttentionMath::kE4m3x2QueryAndP ? " e4m3x2-pv"
-                                                                              : "");
+                                                                              : "") +
+                            (splits > 0 ? " splits=" + std::to_string(splits) : "");
   if (label.find(g_attn_filter) == std::string::npos) return;
   be.set_fp8_attention_math(fp8_math);
   const int64_t H = 32, KH = 8, D = 128, bs = 16;
@@ -288,6 +291,10 @@ void bench_attention(Backend& be, int64_t batch, int64_t ctx, int64_t q_len, DTy
   die(be.copy_to_device(dt.data(), tables.data(), tables.size() * 4), "copy");
   PagedAttentionArgs a{T, batch, H, blocks_per_seq, 1.0f / std::sqrt(128.0f), q.as<float>(), dqs.as<int32_t>(),
                        dl.as<int32_t>(), dt.as<int32_t>(), out.as<float>()};
+  if (splits > 1) {
+    const int64_t len = ((ctx + splits - 1) / splits + 127) / 128 * 128, n = (ctx + len - 1) / len;
+    a.plan = AttentionStepPlan{static_cast<int32_t>(n), static_cast<int32_t>(len), static_cast<int32_t>(n)};
+  }
   const int reps = q_len == 1 ? 50 : g_prompt_attn_reps;
   const double s = time_per_call(be, reps, [&](int) { die(be.paged_attention(a, cache), "attention"); });
   if (q_len == 1) {
@@ -414,6 +421,12 @@ int main(int argc, char** argv) {
   if (only == "matmul") return 0;
   for (int64_t ctx : {int64_t{1024}, int64_t{8192}, int64_t{32768}, int64_t{131072}}) bench_attention(**be, 1, ctx, 1);
   bench_attention(**be, 1, 131072, 1, DType::kF8E4M3);
+  // Batch 1 at 128K under other split counts (8 KV heads: 33 splits are 2 CTAs per
+  // multiprocessor of 132, 49 three).
+  for (int64_t splits : {24, 33, 40, 49})
+    bench_attention(**be, 1, 131072, 1, DType::kBF16, Fp8AttentionMath::kF16, splits);
+  for (int64_t splits : {33, 40, 49})
+    bench_attention(**be, 1, 131072, 1, DType::kF8E4M3, Fp8AttentionMath::kF16, splits);
   for (int64_t ctx : {int64_t{256}, int64_t{1024}}) bench_attention(**be, 1, ctx, 1, DType::kF8E4M3);
   bench_attention(**be, 64, 1024, 1);
   bench_attention(**be, 256, 2048, 1);

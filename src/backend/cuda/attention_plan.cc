@@ -94,17 +94,20 @@ AttentionStepPlan plan_single_route(const AttentionShape& s, const KvCacheLayer&
       return plan_prefill_splits(s, c, d);
     case AttentionRoute::kDecode: {
       // Splits of whole rounds (every warp of the CTA one pipeline stage), as many as the
-      // context has rounds, up to two CTAs per multiprocessor (three over an FP8 cache, whose
-      // CTAs convert as well as load: b=1 at 128K keys reads 3.56 TB/s with three, 3.50 with
-      // two on an H200, where BF16 drops from 3.79 to 3.49): at a short context each CTA then
-      // runs one round, the latency of a decode step.
+      // context has rounds, up to as many CTAs as the multiprocessors hold at once (b=1 at 128K
+      // keys on an H200, 8 KV heads: BF16 3.93 TB/s with 49 splits, three CTAs per
+      // multiprocessor, 3.72-3.74 with 33, two; FP8 3.68-3.74 with 49, 3.49-3.50 with 40, 2.97
+      // with 33): at a short context each CTA then runs one round, the latency of a decode step.
       const int64_t round = attention_decode_keys_per_round(c.dtype);
       const int64_t per_cta = attention_decode_heads_per_cta();
-      const int64_t per_sm = c.dtype == DType::kF8E4M3 ? 3 : 2;
+      const int64_t per_sm = attention_decode_ctas_per_sm();
       const int64_t base_ctas = s.num_tokens * c.num_kv_heads * ((group + per_cta - 1) / per_cta);
+      // Rounded down: a split count rounded up can make a few CTAs more than the
+      // multiprocessors hold, and they run as a second wave after all the others.
       int64_t target = 1;
       if (base_ctas < d.num_sms && ctx > round)
-        target = std::min({(per_sm * d.num_sms + base_ctas - 1) / base_ctas, (ctx + round - 1) / round, kMaxSplits});
+        target = std::min(
+            {std::max<int64_t>(per_sm * d.num_sms / base_ctas, 1), (ctx + round - 1) / round, kMaxSplits});
       return split_plan(target, ctx, round);
     }
     case AttentionRoute::kExact: {

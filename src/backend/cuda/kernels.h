@@ -90,6 +90,8 @@ int attention_decode_heads_per_cta();
 // Keys one round of the decode kernel covers (each of its warps one pipeline stage) for a
 // cache of this dtype: the unit of its split plans.
 int attention_decode_keys_per_round(DType kv);
+// CTAs of the decode kernel one multiprocessor holds at once (its shared memory and registers).
+int attention_decode_ctas_per_sm();
 cudaError_t launch_attention_decode(const PagedAttentionArgs& a, const KvCacheLayer& cache, const AttentionPlan& plan,
                                     unsigned* err, cudaStream_t s);
 

@@ -180,17 +180,22 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) flash_decode_kernel(Deco
   const int first = kb + warp * K;  // the warp's stage i covers keys first + i * kWarps * K ...
   const int n_stages = ke > first ? (ke - first + kWarps * K - 1) / (kWarps * K) : 0;
 
-  auto issue = [&](int i) {
+  // Lane l < K finds the cache row of key key0 + l of each stage (one block-table read and one
+  // division per lane and stage); the copies take their rows' offsets from those lanes. The
+  // table entry of a stage is read a stage before its copies are issued, so the copies never
+  // wait on it.
+  auto table_entry = [&](int i) -> int32_t {  // the lane's block id for stage i (-1: no key)
+    const int key = first + i * kWarps * K + lane;
+    return i < n_stages && lane < K && key < ke ? table[key / p.block_size] : -1;
+  };
+  auto issue = [&](int i, int32_t blk) {
     if (i < n_stages) {
       unsigned char* buf = wbase + (i % S) * Ly::kStageBytes;
       const int key0 = first + i * kWarps * K;
-      // Lane l < K finds the cache row of key key0 + l (one block-table read and one division
-      // per lane and stage); the copies take their rows' offsets from those lanes.
       int64_t my_row = -1;  // byte offset of the key's row, or -1: zero-fill
       if (lane < K && key0 + lane < ke) {
         const int key = key0 + lane;
         const int bi = key / p.block_size;
-        const int32_t blk = table[bi];
         if (blk < 0 || blk >= p.num_blocks) {
           atomicOr(p.err, kErrBlockId);
         } else {
@@ -216,9 +221,11 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) flash_decode_kernel(Deco
   };
 
 #pragma unroll
-  for (int i = 0; i < S - 1; ++i) issue(i);
+  for (int i = 0; i < S - 1; ++i) issue(i, table_entry(i));
+  int32_t next_blk = table_entry(S - 1);
   for (int i = 0; i < n_stages; ++i) {
-    issue(i + S - 1);
+    issue(i + S - 1, next_blk);
+    next_blk = table_entry(i + S);
     cp_async_wait<S - 1>();
     __syncwarp();
     const unsigned char* buf = wbase + (i % S) * Ly::kStageBytes;
@@ -448,6 +455,8 @@ cudaError_t launch_dim(const DecodeParams& p, DType kv, int64_t num_tokens, cuda
 }  // namespace
 
 int attention_decode_heads_per_cta() { return kRows; }
+
+int attention_decode_ctas_per_sm() { return kCtasPerSm; }
 
 int attention_decode_keys_per_round(DType kv) {
   return kWarps * (kv == DType::kF8E4M3 ? Layout<128, __nv_fp8_e4m3>::kKeys : Layout<128, __nv_bfloat16>::kKeys);

@@ -10,10 +10,13 @@ namespace lancet::cuda {
 namespace {
 
 constexpr int kMaxMergeSplits = 256;
+constexpr int kPrefetch = 64;  // splits whose outputs each thread loads up front
 
 // One block of D threads per (token, head): combines the splits' partial results. Thread s
 // reads split s's maximum and sum (and those of s + D, ... when a grid holds more splits than
-// D) in the same round trip as the plan, so the only loads that wait on others are the outputs'.
+// D), and thread d dim d of the first kPrefetch splits' outputs, in the same round trip as the
+// plan: a merge after a short decode step waits on the global memory's latency, not its
+// bandwidth.
 template <int D>
 __global__ void __launch_bounds__(D) attention_reduce_kernel(const float* __restrict__ partial, int stride,
                                                              const int32_t* __restrict__ device_plan,
@@ -30,6 +33,9 @@ __global__ void __launch_bounds__(D) attention_reduce_kernel(const float* __rest
     m0 = part[tid * (D + 2) + D];
     l0 = part[tid * (D + 2) + D + 1];
   }
+  float v[kPrefetch];
+#pragma unroll
+  for (int sp = 0; sp < kPrefetch; ++sp) v[sp] = sp < stride ? part[sp * (D + 2) + tid] : 0.0f;
   const int num_splits = device_plan ? device_plan[0] : stride;
   // One split: the attention kernel wrote the output; more than the grid holds: it reported them.
   if (num_splits <= 1 || num_splits > stride) return;
@@ -58,7 +64,10 @@ __global__ void __launch_bounds__(D) attention_reduce_kernel(const float* __rest
 #pragma unroll
   for (int w = 0; w < D / 32; ++w) sum += s_red[D / 32 + w];
   float a = 0.0f;
-  for (int sp = 0; sp < num_splits; ++sp) a += part[sp * (D + 2) + tid] * s_w[sp];
+#pragma unroll
+  for (int sp = 0; sp < kPrefetch; ++sp)
+    if (sp < num_splits) a += v[sp] * s_w[sp];
+  for (int sp = kPrefetch; sp < num_splits; ++sp) a += part[sp * (D + 2) + tid] * s_w[sp];
   out[oh * D + tid] = sum > 0.0f ? a / sum : 0.0f;
 }
 

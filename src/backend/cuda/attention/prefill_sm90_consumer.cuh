@@ -77,23 +77,39 @@ __device__ __forceinline__ void load_q_e4m3(const Sm90Params& p, const CtaWork& 
 }
 
 // Q rows of warpgroup wg (64 rows from CTA row 64 wg), rounded to the MMA type, into the
-// swizzled Q blocks.
+// swizzled Q blocks. Each thread loads kBatch chunks of 8 values before it stores any, so their
+// loads fly together.
 template <int D, Sm90Kv KV>
 __device__ __forceinline__ void load_q(const Sm90Params& p, const CtaWork& w, int wg, unsigned char* sq) {
   using Ly = Sm90Layout<D, KV>;
   constexpr MmaType T = kMmaType<KV>;
+  constexpr int kPerThread = 64 * (D / 8) / 128;
+  constexpr int kBatch = 4;
+  static_assert(kPerThread % kBatch == 0, "whole batches of chunks per thread");
   const int tid = threadIdx.x % 128;
-  for (int idx = tid; idx < 64 * (D / 8); idx += 128) {
-    const int r = wg * 64 + idx / (D / 8), c = idx % (D / 8);
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (r < w.rows) {
-      const float* src =
-          p.q + (static_cast<int64_t>(w.qs + w.q0 + r / p.group) * p.num_heads + w.kvh * p.group + r % p.group) * D +
-          c * 8;
-      const float4 a = reinterpret_cast<const float4*>(src)[0], b = reinterpret_cast<const float4*>(src)[1];
-      v = make_uint4(pack2<T>(a.x, a.y), pack2<T>(a.z, a.w), pack2<T>(b.x, b.y), pack2<T>(b.z, b.w));
+  for (int b = 0; b < kPerThread; b += kBatch) {
+    float4 a[kBatch][2];
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int idx = tid + 128 * (b + i);
+      const int r = wg * 64 + idx / (D / 8), c = idx % (D / 8);
+      a[i][0] = a[i][1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (r < w.rows) {
+        const float4* src = reinterpret_cast<const float4*>(
+            p.q + (static_cast<int64_t>(w.qs + w.q0 + r / p.group) * p.num_heads + w.kvh * p.group + r % p.group) * D +
+            c * 8);
+        a[i][0] = src[0];
+        a[i][1] = src[1];
+      }
     }
-    *reinterpret_cast<uint4*>(sq + (c / 8) * Ly::kQBlock + sm90::swizzled_offset(r, c % 8)) = v;
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int idx = tid + 128 * (b + i);
+      const int r = wg * 64 + idx / (D / 8), c = idx % (D / 8);
+      const uint4 v = make_uint4(pack2<T>(a[i][0].x, a[i][0].y), pack2<T>(a[i][0].z, a[i][0].w),
+                                 pack2<T>(a[i][1].x, a[i][1].y), pack2<T>(a[i][1].z, a[i][1].w));
+      *reinterpret_cast<uint4*>(sq + (c / 8) * Ly::kQBlock + sm90::swizzled_offset(r, c % 8)) = v;
+    }
   }
 }
 
