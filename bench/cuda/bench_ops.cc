@@ -434,6 +434,7 @@ int main(int argc, char** argv) {
   // Prompt attention: a 4K prompt, chunks late in 32K and 128K contexts, a whole 32K prompt in
   // one chunk, and the 32K chunk over an FP8 cache.
   bench_attention(**be, 1, 4096, 4096);
+  bench_attention(**be, 1, 4096, 4096, DType::kF8E4M3, Fp8AttentionMath::kE4m3x2Query);
   bench_attention(**be, 1, 32768, 2048);
   bench_attention(**be, 1, 32768, 2048, DType::kF8E4M3);
   bench_attention(**be, 1, 32768, 2048, DType::kF8E4M3, Fp8AttentionMath::kE4m3Query);

@@ -25,30 +25,41 @@ __device__ __forceinline__ float4 e4m3x4_values(unsigned w) {
 
 // An E4M3 query: rows of warpgroup wg, each rounded to E4M3 under its own scale (absmax / 448,
 // 1 for a zero row) into the swizzled Q block, the scales to qscale[row]. The D / 16 threads of
-// a row (16 values each) are neighbours in one warp. kTwo: also the low terms (the E4M3
-// rounding of each scaled value minus its first term) into the block after it.
+// a row (16 values each) are neighbours in one warp; each thread loads all of its chunks before
+// it rounds any, so their loads fly together. kTwo: also the low terms (the E4M3 rounding of
+// each scaled value minus its first term) into the block after it.
 template <int D, bool kTwo>
 __device__ __forceinline__ void load_q_e4m3(const Sm90Params& p, const CtaWork& w, int wg, unsigned char* sq,
                                             float* qscale) {
   constexpr int kPerRow = D / 16;
+  constexpr int kIters = 64 * kPerRow / 128;  // chunks of 16 values per thread
   const int tid = threadIdx.x % 128;
-  for (int idx = tid; idx < 64 * kPerRow; idx += 128) {
-    const int r = wg * 64 + idx / kPerRow, c = idx % kPerRow;
-    float v[16];
+  float4 x[kIters][4];
 #pragma unroll
-    for (int i = 0; i < 16; ++i) v[i] = 0.0f;
+  for (int it = 0; it < kIters; ++it) {
+    const int idx = tid + 128 * it;
+    const int r = wg * 64 + idx / kPerRow, c = idx % kPerRow;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) x[it][j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (r < w.rows) {
       const float4* src = reinterpret_cast<const float4*>(
           p.q + (static_cast<int64_t>(w.qs + w.q0 + r / p.group) * p.num_heads + w.kvh * p.group + r % p.group) * D +
           c * 16);
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const float4 a = src[j];
-        v[4 * j] = a.x;
-        v[4 * j + 1] = a.y;
-        v[4 * j + 2] = a.z;
-        v[4 * j + 3] = a.w;
-      }
+      for (int j = 0; j < 4; ++j) x[it][j] = src[j];
+    }
+  }
+#pragma unroll
+  for (int it = 0; it < kIters; ++it) {
+    const int idx = tid + 128 * it;
+    const int r = wg * 64 + idx / kPerRow, c = idx % kPerRow;
+    float v[16];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      v[4 * j] = x[it][j].x;
+      v[4 * j + 1] = x[it][j].y;
+      v[4 * j + 2] = x[it][j].z;
+      v[4 * j + 3] = x[it][j].w;
     }
     float amax = 0.0f;
 #pragma unroll
