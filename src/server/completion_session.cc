@@ -512,8 +512,7 @@ std::optional<ApiError> CompletionSession::collect(Json* response) {
   for (size_t i = 0; i < choices_.size(); ++i) {
     const Choice& c = choices_[i];
     // A stream ends without a choice's final event only when the engine stopped under it.
-    results.push_back({static_cast<int32_t>(i), c.text, c.logprobs, c.finished ? c.finish_reason : "abort"});
-    results.back().tool_calls = c.calls;
+    results.push_back({static_cast<int32_t>(i), c.text, c.logprobs, c.finished ? c.finish_reason : "abort", c.calls});
     if (req_.prompt_logprobs >= 0) {
       results.back().with_prompt_logprobs = true;
       results.back().prompt_logprobs = prompt_logprobs_of(i / static_cast<size_t>(req_.params.n));

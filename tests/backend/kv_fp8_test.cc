@@ -77,6 +77,14 @@ Fp8Cache fp8_cache(Backend& be, const PagedTables& t, int64_t block_size, int64_
   return c;
 }
 
+// sum |a[i] - b[i]| over the elements of two outputs of the same size.
+template <typename A, typename B>
+double sum_abs_diff(const std::vector<A>& a, const std::vector<B>& b) {
+  double e = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) e += std::fabs(static_cast<double>(a[i]) - b[i]);
+  return e;
+}
+
 // x as the cache holds it: rounded to E4M3 under `scale`, dequantized.
 double dequantized(float x, float scale) {
   return fp8e4m3_to_f32(f32_to_fp8e4m3(x / scale, true)) * static_cast<double>(scale);
@@ -294,11 +302,7 @@ TEST(KvFp8, TwoTermE4m3QueryRoundsThePromptStepsQueryRows) {
   const std::vector<float> one = run(prompt, Fp8AttentionMath::kE4m3Query, Q::kAsIs);
   ASSERT_EQ(two.size(), exact.size());
   ASSERT_EQ(one.size(), exact.size());
-  double e_two = 0, e_one = 0;
-  for (size_t i = 0; i < exact.size(); ++i) {
-    e_two += std::fabs(two[i] - exact[i]);
-    e_one += std::fabs(one[i] - exact[i]);
-  }
+  const double e_two = sum_abs_diff(two, exact), e_one = sum_abs_diff(one, exact);
   EXPECT_GT(e_two, 0.0);           // the second term's rounding is there ...
   EXPECT_LT(e_two, e_one / 8.0);   // ... and a small part of the first term's error
   const std::vector<SeqSpec> decode = {{5, 1}, {96, 1}, {300, 2}};
@@ -350,13 +354,8 @@ TEST(KvFp8, E4m3QueryAndPRoundsTheProbabilities) {
     const std::vector<float> query_only = run(prompt, query_math);
     ASSERT_EQ(with_p.size(), ref.size());
     ASSERT_EQ(query_only.size(), ref.size());
-    double e_p = 0, e_q = 0;
-    for (size_t i = 0; i < ref.size(); ++i) {
-      e_p += std::fabs(with_p[i] - ref[i]);
-      e_q += std::fabs(query_only[i] - ref[i]);
-    }
-    e_p /= static_cast<double>(ref.size());
-    e_q /= static_cast<double>(ref.size());
+    const double e_p = sum_abs_diff(with_p, ref) / static_cast<double>(ref.size());
+    const double e_q = sum_abs_diff(query_only, ref) / static_cast<double>(ref.size());
     EXPECT_GT(e_q, 1e-4);      // P's rounding moves the output ...
     EXPECT_LT(e_p, e_q / 20);  // ... and the E4M3-P path follows it
     const std::vector<SeqSpec> decode = {{5, 1}, {96, 1}, {300, 2}};
