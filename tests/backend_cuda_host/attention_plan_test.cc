@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <string>
+#include <utility>
 
 #include "backend/cuda/attention_plan.h"
 #include "backend/cuda/kernels.h"
@@ -142,6 +144,33 @@ TEST(AttentionPlan, DecodeSplitsAreWholeRoundsOfTheKernel) {
       EXPECT_EQ(p.split_len % round, 0) << dtype_name(dt) << " ctx " << ctx;
     }
   }
+}
+
+// A split decode step is one wave: its CTAs (rows x KV heads x head chunks x splits) fit the
+// multiprocessors' CTA slots at once, and a long context fills most of them (within the cap of
+// 64 splits). A split count
+// rounded up once made 400 CTAs for 396 slots at batch 1 over 128K keys (8 KV heads, 132
+// multiprocessors), and the last 4 ran after all the others.
+TEST(AttentionPlan, DecodeSplitsFitOneWave) {
+  const AttentionDevice dev{132, false};
+  const int64_t slots = attention_decode_ctas_per_sm() * dev.num_sms;
+  for (DType dt : {DType::kBF16, DType::kF8E4M3})
+    for (auto [heads, kv] : {std::pair{32, 8}, std::pair{64, 8}, std::pair{8, 1}, std::pair{28, 4}, std::pair{48, 3}}) {
+      const KvCacheLayer c = cache(dt, kv, 128);
+      const int64_t chunks = (heads / kv + attention_decode_heads_per_cta() - 1) / attention_decode_heads_per_cta();
+      for (int64_t rows : {1, 2, 3, 5, 8, 13})
+        for (int64_t ctx : {int64_t{4096}, int64_t{32768}, int64_t{100000}, int64_t{131072}}) {
+          const std::string what = std::string(dtype_name(dt)) + " heads " + std::to_string(heads) + "/" +
+                                   std::to_string(kv) + " rows " + std::to_string(rows) + " ctx " + std::to_string(ctx);
+          ASSERT_EQ(attention_route({rows, rows, heads, ctx}, c, dev), AttentionRoute::kDecode) << what;
+          const AttentionStepPlan p = plan_attention_splits({rows, rows, heads, ctx}, c, dev);
+          expect_covers(p, ctx, what);
+          const int64_t ctas = rows * kv * chunks * p.num_splits;
+          EXPECT_LE(ctas, slots) << what;
+          // (Up to 64 splits: with fewer than slots / 64 CTAs per split the cap binds first.)
+          if (ctx == 131072 && rows * kv * chunks * 64 >= slots) EXPECT_GT(ctas, slots * 3 / 4) << what;
+        }
+    }
 }
 
 TEST(AttentionPlan, MixedStepsRunTheirDecodeRowsInTheDecodeKernel) {
