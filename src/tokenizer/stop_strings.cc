@@ -14,6 +14,10 @@ StopStringMatcher::StopStringMatcher(std::vector<std::string> stop_strings) {
 StopStringMatcher::Result StopStringMatcher::push(std::string_view chunk) {
   Result r;
   if (stopped_) return r;
+  if (stops_.empty()) {  // nothing to match: the chunk passes through
+    r.text.assign(chunk);
+    return r;
+  }
   held_.append(chunk);
   // Earliest match wins; among matches at the same position, the first stop string listed.
   size_t best = std::string::npos;

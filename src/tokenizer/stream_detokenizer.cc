@@ -10,8 +10,16 @@ StreamDetokenizer::StreamDetokenizer(const Tokenizer& tokenizer, DecodeOptions o
 
 std::string StreamDetokenizer::push(int32_t id) {
   if (options_.skip_special && tokenizer_.is_special(id)) return {};
-  pending_.append(tokenizer_.token_bytes(id));
+  const std::string_view bytes = tokenizer_.token_bytes(id);
   std::string out;
+  if (pending_.empty()) {
+    // Nothing held back (the usual case): the token's bytes straight through, only an
+    // incomplete trailing character kept for the next token.
+    const size_t used = utf8_append_lossy(bytes, /*final=*/false, &out);
+    if (used < bytes.size()) pending_.assign(bytes.substr(used));
+    return out;
+  }
+  pending_.append(bytes);
   const size_t used = utf8_append_lossy(pending_, /*final=*/false, &out);
   pending_.erase(0, used);
   return out;
