@@ -17,10 +17,19 @@ import urllib.request
 import yaml
 
 
+_ports_handed_out = set()
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port not handed out before in this process: the kernel may offer a port
+    again once its probe socket is closed, before the process it was meant for has bound it."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _ports_handed_out:
+            _ports_handed_out.add(port)
+            return port
 
 
 def http_get(url, timeout=5):
