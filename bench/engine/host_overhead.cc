@@ -84,13 +84,16 @@ std::vector<int> parse_list(const char* s) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: host_overhead TOKENIZER_MODEL [batches=1,64,256] [prompt=1000] [decode=200]\n");
+    std::fprintf(stderr,
+                 "usage: host_overhead TOKENIZER_MODEL [batches=1,64,256] [prompt=1000] [decode=200] [sync|async]\n");
     return 2;
   }
   set_log_level(LogLevel::kWarning);
   const std::vector<int> batches = parse_list(argc > 2 ? argv[2] : "1,64,256");
   const int prompt_len = argc > 3 ? std::atoi(argv[3]) : 1000;
   const int decode = argc > 4 ? std::atoi(argv[4]) : 200;
+  // async: the engine launches step N+1 before it takes step N's tokens, as on CUDA.
+  const bool async = argc > 5 && std::string(argv[5]) == "async";
   auto src = open_model_source(argv[1]);
   if (!src.ok()) return std::fprintf(stderr, "%s\n", src.status().to_string().c_str()), 1;
   auto tok = load_model_tokenizer(**src);
@@ -111,6 +114,7 @@ int main(int argc, char** argv) {
     cfg.scheduler.max_num_batched_tokens = budget;
     cfg.scheduler.max_model_len = prompt_len + max_output + 16;
     cfg.enable_prefix_caching = true;
+    cfg.async_scheduling = async;
     Engine engine(cfg, &exec);
     OutputProcessor out(tok->get());  // detokenization and stop checks, as the AsyncEngine runs them
     for (int r = 0; r < batch; ++r) {
@@ -151,9 +155,9 @@ int main(int argc, char** argv) {
       }
     }
     const double us = decode_steps > 0 ? 1e6 * decode_s / static_cast<double>(decode_steps) : 0;
-    std::printf("{\"batch\": %d, \"prompt_len\": %d, \"decode_steps\": %lld, \"host_us_per_decode_step\": %.1f, "
-                "\"metadata_us_per_decode_step\": %.1f, \"host_us_per_token\": %.2f}\n",
-                batch, prompt_len, static_cast<long long>(decode_steps), us,
+    std::printf("{\"batch\": %d, \"prompt_len\": %d, \"async\": %s, \"decode_steps\": %lld, "
+                "\"host_us_per_decode_step\": %.1f, \"metadata_us_per_decode_step\": %.1f, \"host_us_per_token\": %.2f}\n",
+                batch, prompt_len, async ? "true" : "false", static_cast<long long>(decode_steps), us,
                 decode_steps > 0 ? 1e6 * metadata_s / static_cast<double>(decode_steps) : 0.0,
                 events > 0 ? 1e6 * decode_s / static_cast<double>(events) : 0.0);
     std::fflush(stdout);

@@ -264,6 +264,7 @@ StatusOr<std::vector<TokenEvent>> Engine::step() {
   // the engine's host work (EngineStats: step_seconds - model_seconds).
   const Timer step_timer{&counters_.step_seconds};
   std::vector<TokenEvent> events;
+  events.reserve(static_cast<size_t>(scheduler_->num_running()) + 1);  // one per running sequence, mostly
   apply_aborts(&events);
   if (async_) {
     if (num_host_seqs_ == 0) {
@@ -291,9 +292,8 @@ StatusOr<std::vector<TokenEvent>> Engine::step() {
   const auto scheduled_at = std::chrono::steady_clock::now();
   for (const ScheduledSeq& s : out.scheduled)
     if (s.seq->first_scheduled == std::chrono::steady_clock::time_point{}) s.seq->first_scheduled = scheduled_at;
-  std::vector<std::vector<int32_t>> spec_inputs(out.scheduled.size());  // [last token, drafts...]
-  std::vector<std::vector<int32_t>> prompt_offsets(out.scheduled.size());  // rows of scored prompts
-  const std::vector<RunnerSeq> batch = runner_batch(out, &spec_inputs, &prompt_offsets);
+  BatchStorage storage;
+  const std::vector<RunnerSeq> batch = runner_batch(out, &storage);
   // The step cost model is fitted only when steps are timed (before the step moves num_computed).
   const bool timed = config_.scheduler.max_step_ms > 0;
   StepFeatures features;
@@ -368,10 +368,21 @@ void Engine::keep_prompt_logprobs(std::span<const RunnerSeq> batch, const Schedu
   }
 }
 
-std::vector<RunnerSeq> Engine::runner_batch(const SchedulerOutput& out, std::vector<std::vector<int32_t>>* spec_inputs,
-                                            std::vector<std::vector<int32_t>>* prompt_offsets,
+std::vector<RunnerSeq> Engine::runner_batch(const SchedulerOutput& out, BatchStorage* storage,
                                             std::vector<TokenFeed>* feeds) {
-  std::vector<RunnerSeq> batch(out.scheduled.size());
+  const size_t n = out.scheduled.size();
+  std::vector<RunnerSeq> batch(n);
+  storage->spec_inputs.resize(n);
+  storage->prompt_offsets.resize(n);
+  if (feeds) {
+    // fed_inputs never grows past this, so the spans into it stay valid.
+    size_t fed = 0;
+    for (const ScheduledSeq& s : out.scheduled)
+      if (s.num_spec_tokens == 0 && s.seq->num_computed + s.num_new_tokens > s.seq->num_tokens())
+        fed += static_cast<size_t>(s.num_new_tokens);
+    storage->fed_inputs.reserve(fed);
+    feeds->reserve(n);
+  }
   int64_t flat = 0;  // the step's new tokens before sequence i
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     const ScheduledSeq& s = out.scheduled[i];
@@ -382,7 +393,7 @@ std::vector<RunnerSeq> Engine::runner_batch(const SchedulerOutput& out, std::vec
     in.block_table = kv_->block_table(seq->id);
     in.lora_slot = seq->lora ? seq->lora->slot : -1;
     if (s.num_spec_tokens > 0) {
-      std::vector<int32_t>& t = (*spec_inputs)[i];
+      std::vector<int32_t>& t = storage->spec_inputs[i];
       t.push_back(seq->tokens.back());
       t.insert(t.end(), seq->spec_tokens.begin(), seq->spec_tokens.begin() + s.num_spec_tokens);
       in.tokens = t;
@@ -395,10 +406,11 @@ std::vector<RunnerSeq> Engine::runner_batch(const SchedulerOutput& out, std::vec
         // The last new token is in flight (only the last can be: at most one per sequence
         // when it is scheduled): a placeholder the device overwrites with the previous step's
         // draw.
-        std::vector<int32_t>& t = (*spec_inputs)[i];
-        t.assign(seq->tokens.begin() + seq->num_computed, seq->tokens.end());
+        std::vector<int32_t>& t = storage->fed_inputs;
+        const size_t at = t.size();
+        t.insert(t.end(), seq->tokens.begin() + seq->num_computed, seq->tokens.end());
         t.push_back(0);
-        in.tokens = t;
+        in.tokens = std::span<const int32_t>(t).subspan(at);
         feeds->push_back({static_cast<int32_t>(flat + s.num_new_tokens - 1), seq->inflight_sample});
       } else {
         in.tokens = std::span<const int32_t>(seq->tokens).subspan(seq->num_computed, s.num_new_tokens);
@@ -406,7 +418,7 @@ std::vector<RunnerSeq> Engine::runner_batch(const SchedulerOutput& out, std::vec
       in.need_logits = end == seq->num_tokens_with_inflight();
       r.embed = seq->embed;
       in.want_hidden = seq->embed && in.need_logits;
-      if (seq->scores_prompt()) add_prompt_rows(*seq, &r, &(*prompt_offsets)[i]);
+      if (seq->scores_prompt()) add_prompt_rows(*seq, &r, &storage->prompt_offsets[i]);
     }
     r.params = &seq->params;
     r.ctx.prompt_tokens = std::span<const int32_t>(seq->tokens).first(seq->prompt_len);

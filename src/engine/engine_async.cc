@@ -53,9 +53,9 @@ std::unique_ptr<InflightStep> Engine::launch_async(SchedulerOutput& out, std::ve
   const auto now = std::chrono::steady_clock::now();
   for (const ScheduledSeq& s : out.scheduled)
     if (s.seq->first_scheduled == std::chrono::steady_clock::time_point{}) s.seq->first_scheduled = now;
-  std::vector<std::vector<int32_t>> owned(out.scheduled.size()), prompt_offsets(out.scheduled.size());
+  BatchStorage storage;
   std::vector<TokenFeed> feeds;
-  const std::vector<RunnerSeq> batch = runner_batch(out, &owned, &prompt_offsets, &feeds);
+  const std::vector<RunnerSeq> batch = runner_batch(out, &storage, &feeds);
   auto step = std::make_unique<InflightStep>();
   step->timed = config_.scheduler.max_step_ms > 0;
   if (step->timed)

@@ -9,6 +9,8 @@ namespace lancet {
 BlockPool::BlockPool(int64_t num_blocks, bool enable_prefix_caching)
     : prefix_caching_(enable_prefix_caching), blocks_(num_blocks) {
   for (BlockId b = 0; b < num_blocks; ++b) push_free_back(b);
+  // At most one key per block: the index never rehashes while blocks fill.
+  if (prefix_caching_) index_.reserve(static_cast<size_t>(num_blocks));
 }
 
 void BlockPool::push_free_back(BlockId b) {

@@ -16,7 +16,7 @@ Status OutputProcessor::check(const GenerationRequest& req) const {
 void OutputProcessor::add_request(int64_t request_id, const GenerationRequest& req) {
   if (!tokenizer_) return;  // no text to make: events pass through
   for (int32_t i = 0; i < req.params.n; ++i) {
-    seqs_.try_emplace({request_id, i},
+    seqs_.try_emplace(SequenceKey{request_id, i},
                       SeqState{TextStream(*tokenizer_, req.params.stop, req.params.include_stop_str_in_output),
                                req.params.min_tokens});
   }
@@ -49,16 +49,23 @@ bool OutputProcessor::apply(SeqState& st, TokenEvent& ev, std::vector<SequenceKe
 void OutputProcessor::process(std::vector<TokenEvent>* events, std::vector<SequenceKey>* ended) {
   if (seqs_.empty()) return;
   size_t kept = 0;
+  closed_.clear();
   for (TokenEvent& ev : *events) {
-    auto it = seqs_.find({ev.request_id, ev.index});
+    const SequenceKey key{ev.request_id, ev.index};
+    auto it = seqs_.find(key);
     // Untracked (no tokenizer): passed on as the engine made it.
-    const bool keep = it == seqs_.end() || apply(it->second, ev, ended);
+    bool keep = true;
+    if (it != seqs_.end()) {
+      const bool was_ended = it->second.ended;
+      keep = apply(it->second, ev, ended);
+      if (!was_ended && it->second.ended) closed_.push_back(key);
+    }
     if (!keep) continue;
     if (&(*events)[kept] != &ev) (*events)[kept] = std::move(ev);
     ++kept;
   }
   events->resize(kept);
-  std::erase_if(seqs_, [](const auto& kv) { return kv.second.ended; });
+  for (const SequenceKey& k : closed_) seqs_.erase(k);
 }
 
 }  // namespace lancet

@@ -14,8 +14,8 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
-#include <utility>
+#include <functional>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/output_stage.h"
@@ -44,11 +44,22 @@ class OutputProcessor : public OutputStage {
     int32_t num_output = 0;  // tokens seen
     bool ended = false;      // final event seen in this batch: later ones are dropped
   };
+  struct KeyHash {
+    size_t operator()(const SequenceKey& k) const {
+      return std::hash<int64_t>()(k.request_id * 31 + k.index);
+    }
+  };
+  struct KeyEq {
+    bool operator()(const SequenceKey& a, const SequenceKey& b) const {
+      return a.request_id == b.request_id && a.index == b.index;
+    }
+  };
   // Applies one event to its sequence's state; false when the event is to be dropped.
   bool apply(SeqState& st, TokenEvent& ev, std::vector<SequenceKey>* ended);
 
   const Tokenizer* tokenizer_;
-  std::map<std::pair<int64_t, int32_t>, SeqState> seqs_;  // (request id, choice index)
+  std::unordered_map<SequenceKey, SeqState, KeyHash, KeyEq> seqs_;
+  std::vector<SequenceKey> closed_;  // final events of the batch in process(): erased at its end
 };
 
 }  // namespace lancet
