@@ -13,57 +13,17 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "instant_executor.h"
 #include "core/logging.h"
 #include "engine/engine.h"
 #include "io/model_source.h"
 #include "output/output_processor.h"
-#include "runner/step_builder.h"
-#include "runner/step_upload.h"
 #include "tokenizer/model_tokenizer.h"
 
 using namespace lancet;
+using lancet::bench::InstantExecutor;
 
 namespace {
-
-class InstantExecutor : public ModelExecutor {
- public:
-  InstantExecutor(Backend& be, int64_t vocab, int64_t num_blocks, int32_t block_size)
-      : vocab_(vocab), num_blocks_(num_blocks), bs_(block_size), uploader_(be) {}
-  int64_t vocab_size() const override { return vocab_; }
-  int32_t block_size() const override { return bs_; }
-  int64_t num_blocks() const override { return num_blocks_; }
-  bool supports_device_sampling() const override { return true; }
-  Status execute(std::span<const SeqStepInput> batch, std::vector<float>* logits) override {
-    RETURN_IF_ERROR(prepare(batch));
-    int64_t rows = 0;
-    for (const SeqStepInput& in : batch) rows += in.logits_rows();
-    logits->assign(static_cast<size_t>(rows * vocab_), 0.0f);
-    return OkStatus();
-  }
-  Status execute_sampled(std::span<const SeqStepInput> batch, std::span<const DeviceSampleRow> device,
-                         std::vector<int32_t>* tokens, std::vector<float>* host_logits) override {
-    RETURN_IF_ERROR(prepare(batch));
-    tokens->resize(device.size());
-    // Ordinary text tokens: a fixed walk over the lower vocabulary (no special tokens).
-    for (size_t i = 0; i < device.size(); ++i)
-      (*tokens)[i] = static_cast<int32_t>(1000 + (device[i].counter * 7919 + device[i].seed) % 20000);
-    host_logits->clear();
-    return OkStatus();
-  }
-
- private:
-  Status prepare(std::span<const SeqStepInput> batch) {
-    ASSIGN_OR_RETURN(StepMetadata st, build_step(bs_, num_blocks_, batch));
-    TpRankLayout one;
-    one.vocab = vocab_;
-    ASSIGN_OR_RETURN(StepView v, uploader_.upload(st, one));
-    (void)v;
-    return OkStatus();
-  }
-  int64_t vocab_, num_blocks_;
-  int32_t bs_;
-  StepUploader uploader_;
-};
 
 std::vector<int> parse_list(const char* s) {
   std::vector<int> out;

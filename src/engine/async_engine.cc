@@ -56,6 +56,7 @@ void RequestStream::close() {
 
 AsyncEngine::AsyncEngine(Engine* engine, OutputStage* output) : engine_(engine), output_(output) {
   stats_ = engine_->stats();
+  output_thread_ = std::thread([this] { output_loop(); });
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -148,8 +149,8 @@ int64_t AsyncEngine::num_active_requests() const {
 
 void AsyncEngine::publish_stats() {
   EngineStats s = engine_->stats();
-  s.output_seconds = output_seconds_;
   std::lock_guard<std::mutex> lock(mu_);
+  s.output_seconds = output_seconds_;
   stats_ = std::move(s);
 }
 
@@ -167,13 +168,18 @@ void AsyncEngine::admit(const std::vector<PendingSubmit*>& taken) {
       ++failed;
       continue;
     }
-    if (output_) output_->add_request(*id, req);
     auto stream = std::make_shared<RequestStream>();
     stream->id_ = *id;
     stream->n_ = p->request->params.n;
     stream->open_choices_ = p->request->params.n;
+    stream->choice_done_.assign(static_cast<size_t>(std::max(p->request->params.n, 1)), false);
     stream->owner_ = this;
-    streams_[*id] = stream;
+    {
+      // Before the step that makes the request's first events, so the output thread knows it.
+      std::lock_guard<std::mutex> out(out_mu_);
+      if (output_) output_->add_request(*id, req);
+      streams_[*id] = stream;
+    }
     p->stream = std::move(stream);
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -183,52 +189,26 @@ void AsyncEngine::admit(const std::vector<PendingSubmit*>& taken) {
   if (active_ == 0) idle_cv_.notify_all();
 }
 
-void AsyncEngine::process_outputs(std::vector<TokenEvent>* events) {
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<SequenceKey> ended;
-  output_->process(events, &ended);
-  if (!ended.empty()) engine_->finish_sequences(ended);
-  output_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-void AsyncEngine::deliver(std::vector<TokenEvent>* events) {
-  struct Delivery {
-    RequestStream* stream;
-    TokenEvent* event;
-    bool last;
-  };
-  std::vector<Delivery> out;
-  std::vector<std::shared_ptr<RequestStream>> ending;  // keeps closed streams alive to their push
-  out.reserve(events->size());
-  for (TokenEvent& ev : *events) {
-    auto it = streams_.find(ev.request_id);
-    if (it == streams_.end()) continue;
-    RequestStream* s = it->second.get();
-    const bool last = ev.finished && --s->open_choices_ == 0;
-    if (last) {
-      ending.push_back(std::move(it->second));
-      streams_.erase(it);
-    }
-    out.push_back({s, &ev, last});
+void AsyncEngine::send_to_output(OutputBatch batch) {
+  {
+    std::unique_lock<std::mutex> lock(queue_mu_);
+    queue_cv_.wait(lock, [&] { return queue_.size() < kMaxQueuedBatches; });
+    queue_.push_back(std::move(batch));
   }
-  // Counted out before the pushes, so a reader that saw its stream end sees it gone here too.
-  if (!ending.empty()) {
-    std::lock_guard<std::mutex> lock(mu_);
-    active_ -= static_cast<int64_t>(ending.size());
-    if (active_ == 0) idle_cv_.notify_all();
-  }
-  for (Delivery& d : out) d.stream->push(std::move(*d.event), d.last);
+  queue_cv_.notify_all();
 }
 
 void AsyncEngine::loop() {
   for (;;) {
     std::vector<PendingSubmit*> taken;
     bool abort_all = false;
+    OutputBatch batch;
     {
       std::unique_lock<std::mutex> lock(mu_);
       // has_work() turns true from another thread only through abort(), which notifies under mu_.
       work_cv_.wait(lock, [&] {
-        return stop_ || !submits_.empty() || !tasks_.empty() || abort_all_ || engine_->has_work();
+        return stop_ || !submits_.empty() || !tasks_.empty() || abort_all_ || !stop_ended_.empty() ||
+               engine_->has_work();
       });
       if (stop_) break;
       if (!tasks_.empty()) {
@@ -244,26 +224,32 @@ void AsyncEngine::loop() {
       submits_.clear();
       abort_all = abort_all_;
       abort_all_ = false;
+      batch.finished.swap(stop_ended_);
     }
+    // Sequences the output thread ended at a stop string: finished before the next step, which
+    // then runs without them.
+    if (!batch.finished.empty()) engine_->finish_sequences(batch.finished);
     if (!taken.empty()) admit(taken);
-    if (abort_all)
+    if (abort_all) {
+      std::lock_guard<std::mutex> out(out_mu_);
       for (const auto& [id, s] : streams_) engine_->abort(id);
-    if (!engine_->has_work()) {
-      publish_stats();
-      continue;
     }
-    auto events = engine_->step();
-    if (events.ok() && output_) process_outputs(&*events);
+    if (engine_->has_work()) {
+      auto events = engine_->step();  // a model failure comes back as events (finish reason error)
+      if (events.ok()) batch.events = std::move(*events);
+      else LOG_ERROR("engine step failed: " << events.status().to_string());
+    }
     publish_stats();  // before the final events, see stats()
-    if (!events.ok()) {
-      LOG_ERROR("engine step failed: " << events.status().to_string());
-      continue;
-    }
-    deliver(&*events);
+    if (!batch.events.empty() || !batch.finished.empty()) send_to_output(std::move(batch));
   }
-  // Stopped: nothing is left in a drained shutdown; otherwise end the readers' waits.
-  for (auto& [id, s] : streams_) s->close();
-  streams_.clear();
+  // Stopped: the output thread sends what is queued (nothing is left in a drained shutdown)
+  // and ends the readers' waits.
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    output_stop_ = true;
+  }
+  queue_cv_.notify_all();
+  output_thread_.join();
   std::lock_guard<std::mutex> lock(mu_);
   for (PendingSubmit* p : submits_) {
     p->status = FailedPrecondition("the server is shutting down");

@@ -5,13 +5,17 @@
 //
 // Only the loop thread touches the Engine (abort() aside, which is thread-safe by itself).
 // Other threads hand their work over through a queue that the loop drains between steps, so a
-// submit waits at most for the step in progress, however long the loop keeps stepping; the
-// loop pushes every event once, right after the step that made it, and the push wakes the
-// reader. Nothing polls.
+// submit waits at most for the step in progress, however long the loop keeps stepping. Nothing
+// polls.
 //
-// Between the step and the push the loop runs the output stage, when there is one
-// (engine/output_stage.h: text, stop strings), and finishes the sequences it ended, so a
-// stream's events carry their text and a stop string's final event comes with its token.
+// Each step's events go from the loop to a second thread, the output thread, which runs the
+// output stage when there is one (engine/output_stage.h: text, stop strings) and pushes the
+// events to their streams (the push wakes the reader), while the loop goes on with the next
+// step: the engine loop does no detokenization and wakes no reader. A sequence that a stop
+// string ends is finished in the engine at the loop's next turn (within one step; the events
+// the engine made for it in between are dropped), and its final event, which carries the stop
+// string's token, goes out once the engine has finished it, so a reader that saw its stream
+// end reads statistics that include its request's freed blocks.
 #pragma once
 
 #include <atomic>
@@ -19,11 +23,11 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <span>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/engine.h"
@@ -59,7 +63,8 @@ class RequestStream {
 
   int64_t id_ = 0;
   int32_t n_ = 1;
-  int32_t open_choices_ = 1;  // loop thread only
+  int32_t open_choices_ = 1;       // output thread only, as choice_done_
+  std::vector<bool> choice_done_;  // [n] the choice's final event was taken (later ones are dropped)
   AsyncEngine* owner_ = nullptr;
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -69,9 +74,14 @@ class RequestStream {
 
 class AsyncEngine {
  public:
-  // output: the output side (not owned; called on the loop thread only). Without one, events
-  // carry no text and requests with stop strings are refused.
+  // output: the output side (not owned; called on the loop thread for admissions and on the
+  // output thread for events, never both at once). Without one, events carry no text and
+  // requests with stop strings are refused.
   explicit AsyncEngine(Engine* engine, OutputStage* output = nullptr);
+  // The most steps' events that wait for the output thread; the loop waits before it queues
+  // more. A stop string seen in a step's events is finished in the engine at most this many
+  // steps, and one more, after the step.
+  static constexpr size_t kMaxQueuedBatches = 4;
   ~AsyncEngine();  // stops the loop (aborting what is left)
 
   // Validates and queues; errors are the output stage's or the engine's (bad input, too long)
@@ -109,20 +119,39 @@ class AsyncEngine {
     std::shared_ptr<RequestStream> stream;
     bool done = false;
   };
+  // What the loop hands the output thread after a step (or after finishing sequences without
+  // a step): the step's events, and the sequences ended by stop strings that the engine has
+  // finished since the last batch (their held final events may go out now).
+  struct OutputBatch {
+    std::vector<TokenEvent> events;
+    std::vector<SequenceKey> finished;
+  };
   void loop();
-  // Loop thread: registers the taken submits with the engine and wakes their callers.
+  // Loop thread: registers the taken submits with the engine and the output side and wakes
+  // their callers.
   void admit(const std::vector<PendingSubmit*>& taken);
-  // Loop thread: one step's events through the output stage; the sequences it ended are
-  // finished in the engine.
-  void process_outputs(std::vector<TokenEvent>* events);
-  // Loop thread: pushes one step's events to their streams (closing finished ones).
-  void deliver(std::vector<TokenEvent>* events);
+  // Loop thread: queues a batch for the output thread (waits while kMaxQueuedBatches are).
+  void send_to_output(OutputBatch batch);
   void publish_stats();
+  // Output thread (async_engine_output.cc): takes batches until the loop has stopped.
+  void output_loop();
+  // Output thread: one batch through the output stage and out to the streams.
+  void handle_output(OutputBatch* batch);
+
 
   Engine* engine_;
   OutputStage* output_;
-  double output_seconds_ = 0;  // loop thread only; published in stats_
-  std::map<int64_t, std::shared_ptr<RequestStream>> streams_;  // loop thread only
+
+  // The output side: output_'s state and the streams, shared by the loop's admissions and the
+  // output thread.
+  std::mutex out_mu_;
+  std::unordered_map<int64_t, std::shared_ptr<RequestStream>> streams_;
+  std::vector<TokenEvent> held_;  // output thread: final events of stop-string ends not yet finished
+
+  std::mutex queue_mu_;  // guards the two below
+  std::condition_variable queue_cv_;  // the output thread waits for batches, the loop for room
+  std::deque<OutputBatch> queue_;
+  bool output_stop_ = false;
 
   mutable std::mutex mu_;  // guards everything below
   std::condition_variable work_cv_;    // the loop waits here for work
@@ -135,8 +164,11 @@ class AsyncEngine {
   bool abort_all_ = false;
   bool stop_ = false;
   EngineStats stats_;
+  std::vector<SequenceKey> stop_ended_;  // ended by stop strings: the loop finishes them
+  double output_seconds_ = 0;            // the output thread's busy time, published in stats_
 
   std::thread thread_;
+  std::thread output_thread_;  // started and joined by the loop thread
   std::once_flag joined_;
 };
 

@@ -121,8 +121,8 @@ struct EngineStats {
   // device-sampled rows (all of sampling otherwise), stop checks on token ids.
   double step_seconds = 0;
   double model_seconds = 0;
-  // Wall seconds of the output side on the loop thread after the steps (detokenization, stop
-  // strings): AsyncEngine's, zero from a bare Engine.
+  // Wall seconds of AsyncEngine's output thread (detokenization, stop strings, routing events
+  // to their streams), which runs beside the loop's steps; zero from a bare Engine.
   double output_seconds = 0;
   int64_t prompt_tokens_computed = 0;
   int64_t generation_tokens = 0;

@@ -1,9 +1,10 @@
 // The output side's place in the engine loop (vLLM's output processor). The engine works on
 // token ids; an output stage (output/output_processor.h) turns its events into text and applies
-// the stop strings. AsyncEngine calls it on the loop thread: for each request it admits, and
-// with every step's events before they reach the request streams. The sequences it ends (a stop
-// string completed) are finished in the engine right after, before the events go out, so a
-// stop string ends its sequence, and frees its blocks, in the step that completed it.
+// the stop strings. AsyncEngine calls it for each request it admits (on its loop thread) and
+// with every step's events before they reach the request streams (on its output thread, beside
+// the next step; never both at once). The sequences it ends (a stop string completed) are
+// finished in the engine at the loop's next turn, within one step; a stage over a bare Engine
+// finishes them before its next step.
 #pragma once
 
 #include <cstdint>

@@ -72,7 +72,7 @@ bool parse_int(std::string_view s, int lo, int hi, int* out) {
 
 std::string RedisEndpoint::describe() const {
   std::string s = unix_path.empty() ? "redis://" + host + ":" + std::to_string(port) : "unix://" + unix_path;
-  if (db != 0) s += unix_path.empty() ? "/" + std::to_string(db) : "?db=" + std::to_string(db);
+  if (db != 0) s.append(unix_path.empty() ? "/" : "?db=").append(std::to_string(db));
   return s;
 }
 

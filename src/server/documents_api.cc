@@ -50,10 +50,11 @@ std::optional<ApiError> parse_body(const std::string& body, int64_t max_model_le
   if (obj.is_discarded() || !obj.is_object()) return bad_request("the body must be a JSON object");
   static const std::set<std::string> kFields = {"task",       "question",   "schema",       "text",
                                                 "pdf_base64", "max_tokens", "block_tokens", "model"};
-  for (auto it = obj.begin(); it != obj.end(); ++it)
-    if (!kFields.count(it.key()))
-      return bad_request("'" + it.key().substr(0, 64) + "' is not a field of this route; see docs/API.md",
-                         it.key().substr(0, 64));
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    if (kFields.count(it.key())) continue;
+    const std::string field = it.key().substr(0, 64);
+    return bad_request(std::string("'").append(field).append("' is not a field of this route; see docs/API.md"), field);
+  }
   if (auto e = read_string(obj, "task", &b->task)) return e;
   if (b->task.empty()) return bad_request("'task' is required: summarize, ask or extract", "task");
   if (auto e = read_string(obj, "question", &b->question)) return e;

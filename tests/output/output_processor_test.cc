@@ -2,8 +2,8 @@
 // (never a partial character), stop strings cutting a sequence at the right token (inside a
 // step's run of tokens too, with and without include_stop_str_in_output, not before
 // min_tokens), end tokens adding no text, choices kept apart, and no state left behind. Then
-// through AsyncEngine over a fake model: a stop string ends the sequence and frees its blocks
-// in the step that completed it.
+// through AsyncEngine over a fake model: a stop string ends the sequence, whose blocks are free
+// by the time its stream ends.
 #include "output/output_processor.h"
 
 #include <gtest/gtest.h>
@@ -254,7 +254,7 @@ class SuccessorModel : public ModelExecutor {
   std::atomic<int64_t> passes{0};
 };
 
-TEST(OutputProcessor, ThroughAsyncEngineAStopStringFreesTheBlocksInItsStep) {
+TEST(OutputProcessor, ThroughAsyncEngineAStopStringFreesTheBlocksBeforeTheStreamEnds) {
   const Tokenizer& tok = llama3();
   SuccessorModel model;
   EngineConfig cfg;
@@ -287,12 +287,16 @@ TEST(OutputProcessor, ThroughAsyncEngineAStopStringFreesTheBlocksInItsStep) {
   EXPECT_EQ(text, full.substr(0, full.find(stop)));
   EXPECT_EQ(reason, FinishReason::kStop);
   EXPECT_EQ(tokens, 21);
-  // Published before the final event: the blocks are back and the engine ran no further step.
+  // Published before the final event: the blocks are back. The output thread sees the stop
+  // string beside the loop, which may have run a few more steps for the sequence by then (at
+  // most the batches queued for the output thread, and one); their tokens never reach the stream.
   const EngineStats st = async.stats();
   EXPECT_EQ(st.num_free_blocks, st.num_blocks);
   EXPECT_EQ(st.num_running, 0);
-  EXPECT_EQ(st.generation_tokens, 21);
-  EXPECT_EQ(model.passes.load(), 21);
+  const int64_t max_steps = 21 + static_cast<int64_t>(AsyncEngine::kMaxQueuedBatches) + 1;
+  EXPECT_GE(st.generation_tokens, 21);
+  EXPECT_LE(st.generation_tokens, max_steps);
+  EXPECT_EQ(model.passes.load(), st.generation_tokens);
   EXPECT_EQ(out.num_open(), 0u);
 
   // Without an output stage nobody could apply a stop string.

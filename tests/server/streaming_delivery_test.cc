@@ -155,8 +155,9 @@ void on_threads(int n, Fn fn) {
   for (auto& t : threads) t.join();
 }
 
-// The loop's time per step (the engine's step and the output side's processing of its events)
-// between two snapshots of the engine's statistics.
+// The time per step of the engine loop (its step) and of the output thread (the output side's
+// processing of the step's events), between two snapshots of the engine's statistics: a
+// stream's end reaches its reader after both.
 double seconds_per_step(const EngineStats& a, const EngineStats& b) {
   const int64_t steps = b.steps - a.steps;
   if (steps <= 0) return 0;
