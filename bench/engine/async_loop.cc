@@ -1,8 +1,8 @@
 // The AsyncEngine loop without a model: requests submitted at once, as `lancet bench
 // throughput` submits them, over InstantExecutor (step metadata built and copied, tokens back at
 // once) with asynchronous scheduling, the output side (SmolLM2's tokenizer, stop checks) and the
-// readers either one thread per request (as bench throughput and the HTTP sessions read) or
-// one thread that polls every stream. Prints one JSON line per run: the loop's host work per
+// readers one thread per request (as the HTTP sessions read), one thread for all through a
+// StreamGroup (as `lancet bench throughput` reads), or one thread that polls every stream. Prints one JSON line per run: the loop's host work per
 // step (EngineStats: step - model), the output thread's work per step, and the wall time.
 // Built and run by bench/engine/run_loop.sh.
 #include <algorithm>
@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "backend/backend.h"
@@ -40,6 +41,25 @@ int64_t read_per_stream_threads(const std::vector<std::shared_ptr<RequestStream>
     });
   for (auto& t : readers) t.join();
   return total.load();
+}
+
+// One thread for every stream through a StreamGroup (as `lancet bench throughput` reads).
+int64_t read_group(const std::vector<std::shared_ptr<RequestStream>>& streams, StreamGroup& group) {
+  int64_t total = 0;
+  size_t left = streams.size();
+  std::vector<std::shared_ptr<RequestStream>> ready;
+  std::unordered_set<const RequestStream*> ended;
+  TokenEvent ev;
+  while (left > 0) {
+    group.wait(&ready);
+    for (const auto& s : ready) {
+      RequestStream::Wait w;
+      while ((w = s->next_until(&ev, RequestStream::Clock::time_point{})) == RequestStream::Wait::kEvent)
+        total += ev.token >= 0 ? 1 : 0;
+      if (w == RequestStream::Wait::kEnded && ended.insert(s.get()).second) --left;
+    }
+  }
+  return total;
 }
 
 int64_t read_polling(const std::vector<std::shared_ptr<RequestStream>>& streams) {
@@ -74,7 +94,7 @@ int64_t read_polling(const std::vector<std::shared_ptr<RequestStream>>& streams)
 
 int main(int argc, char** argv) {
   if (argc < 6) {
-    std::fprintf(stderr, "usage: async_loop TOKENIZER_MODEL BATCH PROMPT DECODE threads|poll\n");
+    std::fprintf(stderr, "usage: async_loop TOKENIZER_MODEL BATCH PROMPT DECODE threads|group|poll\n");
     return 2;
   }
   set_log_level(LogLevel::kWarning);
@@ -82,7 +102,7 @@ int main(int argc, char** argv) {
   const int prompt_len = std::atoi(argv[3]);
   const int decode = std::atoi(argv[4]);
   const std::string readers = argv[5];
-  if (batch <= 0 || prompt_len <= 0 || decode <= 0 || (readers != "threads" && readers != "poll"))
+  if (batch <= 0 || prompt_len <= 0 || decode <= 0 || (readers != "threads" && readers != "group" && readers != "poll"))
     return std::fprintf(stderr, "bad arguments\n"), 2;
   auto src = open_model_source(argv[1]);
   if (!src.ok()) return std::fprintf(stderr, "%s\n", src.status().to_string().c_str()), 1;
@@ -114,11 +134,14 @@ int main(int argc, char** argv) {
   }
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::shared_ptr<RequestStream>> streams;
-  for (auto& s : loop.submit_all(reqs)) {
+  auto group = std::make_shared<StreamGroup>();
+  for (auto& s : loop.submit_all(reqs, readers == "group" ? group : nullptr)) {
     if (!s.ok()) return std::fprintf(stderr, "%s\n", s.status().to_string().c_str()), 1;
     streams.push_back(*s);
   }
-  const int64_t tokens = readers == "threads" ? read_per_stream_threads(streams) : read_polling(streams);
+  const int64_t tokens = readers == "threads" ? read_per_stream_threads(streams)
+                         : readers == "group" ? read_group(streams, *group)
+                                              : read_polling(streams);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const EngineStats st = loop.stats();
   const double steps = static_cast<double>(std::max<int64_t>(st.steps, 1));

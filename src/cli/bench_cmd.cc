@@ -14,6 +14,7 @@
 #include <numeric>
 #include <random>
 #include <thread>
+#include <unordered_map>
 
 #include <sys/resource.h>
 
@@ -137,47 +138,63 @@ StatusOr<std::vector<RequestTiming>> run_requests(Runtime& rt, const std::vector
     return r;
   };
   std::vector<RequestTiming> timings(prompts.size());
-  auto drain = [&](size_t i, std::shared_ptr<RequestStream> s, Clock::time_point t0) {
-    TokenEvent ev;
-    auto last = t0;
-    while (s->next(&ev)) {
-      if (ev.token < 0) continue;
-      const auto now = Clock::now();
-      if (timings[i].output_tokens == 0) timings[i].ttft = std::chrono::duration<double>(now - t0).count();
-      else timings[i].itl.push_back(std::chrono::duration<double>(now - last).count());
-      last = now;
-      timings[i].output_tokens++;
-    }
-    timings[i].e2e = std::chrono::duration<double>(last - t0).count();
+  std::vector<Clock::time_point> last(prompts.size());
+  // Request i's event, read at `now` (TTFT, inter-token gaps and e2e are taken when the events
+  // are read; the engine does not wait for the reader).
+  auto take = [&](size_t i, const TokenEvent& ev, Clock::time_point t0) {
+    if (ev.token < 0) return;
+    const auto now = Clock::now();
+    if (timings[i].output_tokens == 0) timings[i].ttft = std::chrono::duration<double>(now - t0).count();
+    else timings[i].itl.push_back(std::chrono::duration<double>(now - last[i]).count());
+    last[i] = now;
+    timings[i].output_tokens++;
   };
   if (sequential) {
     for (size_t i = 0; i < prompts.size(); ++i) {
       const auto t0 = Clock::now();
+      last[i] = t0;
       ASSIGN_OR_RETURN(auto s, rt.async_engine().submit(request(prompts[i])));
-      drain(i, s, t0);
+      TokenEvent ev;
+      while (s->next(&ev)) take(i, ev, t0);
+      timings[i].e2e = std::chrono::duration<double>(last[i] - t0).count();
     }
     return timings;
   }
   std::vector<GenerationRequest> reqs;
   for (const auto& p : prompts) reqs.push_back(request(p));
-  std::vector<std::shared_ptr<RequestStream>> streams;
-  const auto t0 = Clock::now();
   // All at once, as vLLM's offline benchmark adds them: the engine takes every request before
-  // its next step.
-  auto submitted = rt.async_engine().submit_all(reqs);
-  for (auto& s : submitted) {
-    if (!s.ok()) {
+  // its next step. One reader for all of them (a StreamGroup), as vLLM's offline engine
+  // collects its outputs: not a thread per request woken at every step.
+  auto group = std::make_shared<StreamGroup>();
+  const auto t0 = Clock::now();
+  std::fill(last.begin(), last.end(), t0);
+  auto submitted = rt.async_engine().submit_all(reqs, group);
+  std::unordered_map<const RequestStream*, size_t> index;
+  for (size_t i = 0; i < submitted.size(); ++i) {
+    if (!submitted[i].ok()) {
       for (auto& open : submitted)
         if (open.ok()) (*open)->cancel();
-      return s.status();
+      return submitted[i].status();
     }
-    streams.push_back(*s);
+    index.emplace(submitted[i]->get(), i);
   }
-  // Streams buffer their events, so reading them in order loses no timing information that
-  // matters here (TTFT and e2e are taken when the events are read; the engine does not wait).
-  std::vector<std::thread> readers;
-  for (size_t i = 0; i < streams.size(); ++i) readers.emplace_back(drain, i, streams[i], t0);
-  for (auto& t : readers) t.join();
+  std::vector<bool> ended(prompts.size(), false);
+  size_t open = prompts.size();
+  std::vector<std::shared_ptr<RequestStream>> ready;
+  TokenEvent ev;
+  while (open > 0) {
+    group->wait(&ready);
+    for (const auto& s : ready) {
+      const size_t i = index.at(s.get());
+      RequestStream::Wait w;
+      while ((w = s->next_until(&ev, Clock::time_point{})) == RequestStream::Wait::kEvent) take(i, ev, t0);
+      if (w == RequestStream::Wait::kEnded && !ended[i]) {
+        ended[i] = true;
+        --open;
+        timings[i].e2e = std::chrono::duration<double>(last[i] - t0).count();
+      }
+    }
+  }
   return timings;
 }
 

@@ -44,6 +44,7 @@ void RequestStream::push(TokenEvent ev, bool last) {
     if (last) closed_ = true;
   }
   cv_.notify_all();
+  if (group_) group_->mark(this);
 }
 
 void RequestStream::close() {
@@ -52,6 +53,27 @@ void RequestStream::close() {
     closed_ = true;
   }
   cv_.notify_all();
+  if (group_) group_->mark(this);
+}
+
+void StreamGroup::mark(RequestStream* s) {
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (s->in_group_ready_) return;  // already listed: its reader drains everything queued
+    s->in_group_ready_ = true;
+    wake = ready_.empty();
+    ready_.push_back(s->shared_from_this());
+  }
+  if (wake) cv_.notify_one();
+}
+
+void StreamGroup::wait(std::vector<std::shared_ptr<RequestStream>>* ready) {
+  ready->clear();
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return !ready_.empty(); });
+  ready->swap(ready_);
+  for (const auto& s : *ready) s->in_group_ready_ = false;
 }
 
 AsyncEngine::AsyncEngine(Engine* engine, OutputStage* output) : engine_(engine), output_(output) {
@@ -67,7 +89,7 @@ StatusOr<std::shared_ptr<RequestStream>> AsyncEngine::submit(const GenerationReq
 }
 
 std::vector<StatusOr<std::shared_ptr<RequestStream>>> AsyncEngine::submit_all(
-    std::span<const GenerationRequest> reqs) {
+    std::span<const GenerationRequest> reqs, std::shared_ptr<StreamGroup> group) {
   std::vector<PendingSubmit> pending(reqs.size());
   std::vector<StatusOr<std::shared_ptr<RequestStream>>> out;
   out.reserve(reqs.size());
@@ -79,6 +101,7 @@ std::vector<StatusOr<std::shared_ptr<RequestStream>>> AsyncEngine::submit_all(
     }
     for (size_t i = 0; i < reqs.size(); ++i) {
       pending[i].request = &reqs[i];
+      pending[i].group = group;
       submits_.push_back(&pending[i]);
     }
     active_ += static_cast<int64_t>(reqs.size());
@@ -174,6 +197,7 @@ void AsyncEngine::admit(const std::vector<PendingSubmit*>& taken) {
     stream->open_choices_ = p->request->params.n;
     stream->choice_done_.assign(static_cast<size_t>(std::max(p->request->params.n, 1)), false);
     stream->owner_ = this;
+    stream->group_ = std::move(p->group);
     {
       // Before the step that makes the request's first events, so the output thread knows it.
       std::lock_guard<std::mutex> out(out_mu_);

@@ -36,9 +36,29 @@
 namespace lancet {
 
 class AsyncEngine;
+class RequestStream;
+
+// One reader for many streams (an offline batch, a CLI run over many prompts): each stream
+// submitted with the group reports here when it gets an event or ends, so one thread waits
+// once for any of them instead of one thread per stream, each woken every step.
+class StreamGroup {
+ public:
+  // Blocks until a stream of the group has news, then moves the streams that have into *ready
+  // (each once, in the order their news came; cleared first). The reader drains each with
+  // next_until(ev, {}) until kTimedOut (more may come later) or kEnded.
+  void wait(std::vector<std::shared_ptr<RequestStream>>* ready);
+
+ private:
+  friend class RequestStream;
+  void mark(RequestStream* s);
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::shared_ptr<RequestStream>> ready_;
+};
 
 // Events of one request, in order; ends after the last sequence's finished event.
-class RequestStream {
+class RequestStream : public std::enable_shared_from_this<RequestStream> {
  public:
   using Clock = std::chrono::steady_clock;
   enum class Wait { kEvent, kEnded, kTimedOut };
@@ -56,6 +76,7 @@ class RequestStream {
 
  private:
   friend class AsyncEngine;
+  friend class StreamGroup;
   // Queues one event; `last` (the request's final event) also ends the stream, under the
   // same lock, so a reader never sees the end before every event.
   void push(TokenEvent ev, bool last);
@@ -66,6 +87,8 @@ class RequestStream {
   int32_t open_choices_ = 1;       // output thread only, as choice_done_
   std::vector<bool> choice_done_;  // [n] the choice's final event was taken (later ones are dropped)
   AsyncEngine* owner_ = nullptr;
+  std::shared_ptr<StreamGroup> group_;  // set at submit: told about every push and the end
+  bool in_group_ready_ = false;         // guarded by group_->mu_
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<TokenEvent> queue_;
@@ -90,7 +113,9 @@ class AsyncEngine {
   StatusOr<std::shared_ptr<RequestStream>> submit(const GenerationRequest& req);
   // Queues every request at once, in order, so that the loop takes them all before its next
   // step (one submit() after another adds one request per step); one result per request.
-  std::vector<StatusOr<std::shared_ptr<RequestStream>>> submit_all(std::span<const GenerationRequest> reqs);
+  // With a group, every stream reports its news to it (StreamGroup::wait).
+  std::vector<StatusOr<std::shared_ptr<RequestStream>>> submit_all(std::span<const GenerationRequest> reqs,
+                                                                    std::shared_ptr<StreamGroup> group = nullptr);
   void abort(int64_t request_id);
   // Stops accepting work; with drain, waits until every request in flight has finished,
   // without, aborts them and waits for their final events. Then stops the loop.
@@ -115,6 +140,7 @@ class AsyncEngine {
   // A submit waiting for the loop: the loop fills status/stream and sets done.
   struct PendingSubmit {
     const GenerationRequest* request = nullptr;
+    std::shared_ptr<StreamGroup> group;
     Status status;
     std::shared_ptr<RequestStream> stream;
     bool done = false;

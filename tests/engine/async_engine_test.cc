@@ -1,12 +1,14 @@
 // AsyncEngine: many concurrent submitters and readers, cancellations from reader threads,
 // drain/abort shutdown (every block comes back), submits not starved by a long prefill, and
-// every event delivered once, no later than one step after the step that made it.
+// every event delivered once, no later than one step after the step that made it; one reader
+// for many streams through a StreamGroup.
 #include "engine/async_engine.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <tuple>
 #include <random>
@@ -417,6 +419,55 @@ TEST(AsyncEngine, SubmitAllPutsEveryRequestInTheFirstStep) {
   // then decode together: 4 passes in all.
   EXPECT_EQ(model.sizes.front(), 19);
   EXPECT_EQ(model.sizes.size(), 4u);
+  EXPECT_EQ(async.num_active_requests(), 0);
+}
+
+TEST(AsyncEngine, OneStreamGroupReaderGetsEveryEventOfEveryStreamInOrder) {
+  CountingModel model;
+  EngineConfig cfg;
+  cfg.scheduler = {.max_num_batched_tokens = 256, .max_num_seqs = 16, .max_model_len = 256};
+  Engine engine(cfg, &model);
+  AsyncEngine async(&engine);
+  // More requests than sequences at once, different lengths, three of them with two choices.
+  std::vector<GenerationRequest> reqs(40);
+  for (int i = 0; i < 40; ++i) {
+    reqs[i].prompt = {i, i + 1};
+    reqs[i].params.temperature = 0;
+    reqs[i].params.max_tokens = 3 + i % 7;
+    if (i % 13 == 0) reqs[i].params.n = 2;
+  }
+  auto group = std::make_shared<StreamGroup>();
+  auto submitted = async.submit_all(reqs, group);
+  std::map<const RequestStream*, int> index;
+  for (int i = 0; i < 40; ++i) {
+    ASSERT_TRUE(submitted[i].ok()) << submitted[i].status().to_string();
+    index[submitted[i]->get()] = i;
+  }
+  std::vector<std::vector<std::vector<int32_t>>> got(40);
+  std::vector<int> ends(40, 0);
+  int open = 40, waits = 0;
+  std::vector<std::shared_ptr<RequestStream>> ready;
+  TokenEvent ev;
+  while (open > 0) {
+    group->wait(&ready);
+    ++waits;
+    ASSERT_FALSE(ready.empty());
+    for (const auto& s : ready) {
+      const int i = index.at(s.get());
+      got[i].resize(reqs[i].params.n);
+      RequestStream::Wait w;
+      while ((w = s->next_until(&ev, RequestStream::Clock::time_point{})) == RequestStream::Wait::kEvent)
+        if (ev.token >= 0) got[i][ev.index].push_back(ev.token);
+      if (w == RequestStream::Wait::kEnded && ends[i]++ == 0) --open;
+    }
+  }
+  for (int i = 0; i < 40; ++i) {
+    std::vector<int32_t> want;
+    for (int k = 0; k < reqs[i].params.max_tokens; ++k) want.push_back(i + 2 + k);
+    for (int c = 0; c < reqs[i].params.n; ++c) EXPECT_EQ(got[i][c], want) << "request " << i << " choice " << c;
+  }
+  // One reader thread woke far fewer times than the events it read (more than 250).
+  EXPECT_LT(waits, 200);
   EXPECT_EQ(async.num_active_requests(), 0);
 }
 
