@@ -44,7 +44,8 @@ for line in reversed(open(sys.argv[1]).read().splitlines()):
         e = r.get("engine", {})
         if "output_tokens_per_s" in r:
             print(f"{r['output_tokens_per_s']:.0f} output tok/s, {e.get('step_ms_mean', 0):.1f} ms/step, "
-                  f"host share {100 * e.get('host_share', 0):.1f}%, {r.get('preemptions', 0)} preemptions")
+                  f"host share {100 * e.get('host_share', 0):.1f}% ({e.get('host_ms_per_step', 0):.2f} ms; output "
+                  f"thread {e.get('output_ms_per_step', 0):.2f} ms), {r.get('preemptions', 0)} preemptions")
         else:
             print(f"TTFT {r.get('ttft_s_median', r.get('e2e_s_median', 0)):.3f} s")
         break
