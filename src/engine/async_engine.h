@@ -164,7 +164,6 @@ class AsyncEngine {
   // Output thread: one batch through the output stage and out to the streams.
   void handle_output(OutputBatch* batch);
 
-
   Engine* engine_;
   OutputStage* output_;
 
@@ -194,7 +193,7 @@ class AsyncEngine {
   double output_seconds_ = 0;            // the output thread's busy time, published in stats_
 
   std::thread thread_;
-  std::thread output_thread_;  // started and joined by the loop thread
+  std::thread output_thread_;  // joined by the loop thread when it stops
   std::once_flag joined_;
 };
 
