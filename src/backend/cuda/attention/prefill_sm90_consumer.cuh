@@ -42,9 +42,7 @@ __device__ __forceinline__ void load_q_e4m3(const Sm90Params& p, const CtaWork& 
 #pragma unroll
     for (int j = 0; j < 4; ++j) x[it][j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (r < w.rows) {
-      const float4* src = reinterpret_cast<const float4*>(
-          p.q + (static_cast<int64_t>(w.qs + w.q0 + r / p.group) * p.num_heads + w.kvh * p.group + r % p.group) * D +
-          c * 16);
+      const float4* src = reinterpret_cast<const float4*>(p.q + head_row(p, w, r) * D + c * 16);
 #pragma unroll
       for (int j = 0; j < 4; ++j) x[it][j] = src[j];
     }
@@ -106,9 +104,7 @@ __device__ __forceinline__ void load_q(const Sm90Params& p, const CtaWork& w, in
       const int r = wg * 64 + idx / (D / 8), c = idx % (D / 8);
       a[i][0] = a[i][1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       if (r < w.rows) {
-        const float4* src = reinterpret_cast<const float4*>(
-            p.q + (static_cast<int64_t>(w.qs + w.q0 + r / p.group) * p.num_heads + w.kvh * p.group + r % p.group) * D +
-            c * 8);
+        const float4* src = reinterpret_cast<const float4*>(p.q + head_row(p, w, r) * D + c * 8);
         a[i][0] = src[0];
         a[i][1] = src[1];
       }
@@ -269,7 +265,6 @@ template <int D>
 __device__ __forceinline__ void store_rows(const Sm90Params& p, const CtaWork& w, int row0, const float (&o)[D / 2],
                                            const RowState& st) {
   const int tid = threadIdx.x % 128, warp = tid / 32, g = (tid % 32) / 4, tig = tid % 4;
-  const int G = p.group;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float lv = st.l[h];
@@ -277,7 +272,7 @@ __device__ __forceinline__ void store_rows(const Sm90Params& p, const CtaWork& w
     lv += __shfl_xor_sync(0xffffffffu, lv, 2);
     const int r = row0 + warp * 16 + g + 8 * h;
     if (r >= w.rows) continue;
-    const int64_t oh = static_cast<int64_t>(w.qs + w.q0 + r / G) * p.num_heads + w.kvh * G + r % G;
+    const int64_t oh = head_row(p, w, r);
     if (p.num_splits == 1) {
       const float inv = lv > 0.0f ? p.v_scale / lv : 0.0f;
       float* dst = p.out + oh * D;

@@ -142,6 +142,12 @@ struct CtaWork {
   int seq, qs, q0, ntok, rows, pos0, kb, ke, kvh, split;
 };
 
+// The row of the [tokens, num_heads] query and output arrays that CTA row r stands for: its
+// token (r / group into the tile) and its query head (the KV head's group, r % group).
+__device__ __forceinline__ int64_t head_row(const Sm90Params& p, const CtaWork& w, int r) {
+  return static_cast<int64_t>(w.qs + w.q0 + r / p.group) * p.num_heads + w.kvh * p.group + r % p.group;
+}
+
 // Work item `item`: (token tile, KV head) pair item / num_splits and split item % num_splits.
 // Pairs count from the batch's last token tile backward (the most keys first; KV heads
 // fastest), so items are numbered longest first (work_order.h) and the pairs past the batch's
