@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <unordered_map>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -245,8 +246,9 @@ class Engine {
   StepCostModel step_cost_;  // with max_step_ms: fitted to the target's passes, times the steps
   KvTier* kv_tier_ = nullptr;
   std::unique_ptr<Speculator> spec_;  // null when speculative decoding is off
-  std::map<SeqId, std::unique_ptr<Sequence>> seqs_;
-  std::map<int64_t, std::vector<SeqId>> requests_;
+  // Looked up for every sequence of every step: hashed, not ordered (nothing walks them in order).
+  std::unordered_map<SeqId, std::unique_ptr<Sequence>> seqs_;
+  std::unordered_map<int64_t, std::vector<SeqId>> requests_;
   std::map<SeqId, std::vector<SeqId>> followers_;  // n > 1: choices waiting for choice 0's prompt
   int64_t next_request_ = 1;
   SeqId next_seq_ = 1;

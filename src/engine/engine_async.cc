@@ -110,11 +110,19 @@ Status Engine::collect_inflight(std::vector<TokenEvent>* events) {
     step_cost_.observe(step->features, ms);
   }
   last_collect_ = now;
+  // The step's sequences first, with the end of each token list fetched ahead: a thousand
+  // sequences' lookups and appends then overlap their cache misses instead of taking them in turn.
+  std::vector<Sequence*> live(step->seqs.size(), nullptr);
+  for (size_t i = 0; i < step->seqs.size(); ++i) {
+    auto it = seqs_.find(step->seqs[i].id);
+    if (it == seqs_.end()) continue;  // ended since the launch: its token is dropped
+    live[i] = it->second.get();
+    __builtin_prefetch(live[i]->tokens.data() + live[i]->tokens.size(), 1);
+  }
   for (size_t i = 0; i < step->seqs.size(); ++i) {
     const InflightStep::Seq& e = step->seqs[i];
-    auto it = seqs_.find(e.id);
-    if (it == seqs_.end()) continue;  // ended since the launch: its token is dropped
-    Sequence* seq = it->second.get();
+    Sequence* seq = live[i];  // finishing one sequence below never ends another
+    if (!seq) continue;
     if (e.samples) seq->num_inflight--;
     if (!st.ok()) {
       finish(seq, FinishReason::kError, events, true);
