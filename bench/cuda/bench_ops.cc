@@ -96,8 +96,16 @@ void row(const char* kind, const std::string& name, double us, double achieved, 
 // `bench_ops matmul TEXT`: only the linear layers whose name (with its "fp8 " prefix) holds TEXT
 // (the decode-layer rows: "layer linears n=N", "fp8 layer linears n=N").
 std::string g_matmul_filter;
-std::string g_attn_filter;  // `bench_ops attn TEXT`: the attention cases whose label contains TEXT
+std::string g_attn_filter;  // `bench_ops attn TEXT`: the attention cases TEXT picks (picked())
 int g_prompt_attn_reps = 3;  // `bench_ops attn TEXT REPS`: timed calls per prompt-attention case
+
+// Whether a case's label is picked by a filter: the label contains it, or, for a filter that
+// ends in '$', ends with it ("b=1 ctx=32768 q=32768$" is the BF16 row alone).
+bool picked(const std::string& label, const std::string& filter) {
+  if (filter.empty() || filter.back() != '$') return label.find(filter) != std::string::npos;
+  const std::string tail = filter.substr(0, filter.size() - 1);
+  return label.size() >= tail.size() && label.compare(label.size() - tail.size(), tail.size(), tail) == 0;
+}
 
 // `copies` uploads of one weight [m, k] (BF16, or FP8 with per-row scales).
 std::vector<WeightMatrix> upload_weights(Backend& be, const char* name, int64_t m, int64_t k, bool fp8, int copies) {
@@ -266,7 +274,7 @@ void bench_attention(Backend& be, int64_t batch, int64_t ctx, int64_t q_len, DTy
                              : fp8_math == Fp8AttentionMath::kE4m3x2QueryAndP ? " e4m3x2-pv"
                                                                               : "") +
                             (splits > 0 ? " splits=" + std::to_string(splits) : "");
-  if (label.find(g_attn_filter) == std::string::npos) return;
+  if (!picked(label, g_attn_filter)) return;
   be.set_fp8_attention_math(fp8_math);
   const int64_t H = 32, KH = 8, D = 128, bs = 16;
   const int64_t blocks_per_seq = (ctx + bs - 1) / bs, num_blocks = batch * blocks_per_seq;
@@ -393,7 +401,8 @@ void bench_lora(Backend& be, int64_t slots, int64_t rows, int64_t R) {
 int main(int argc, char** argv) {
   // `bench_ops lora` times the LoRA ops of one layer only;
   // `bench_ops attn [TEXT [REPS]]` runs the attention cases only (those whose label contains
-  // TEXT; REPS timed calls per prompt case, 3 by default: more show the rate under sustained load),
+  // TEXT, or ends with it when TEXT ends in '$'; REPS timed calls per prompt case, 3 by default:
+  // more show the rate under sustained load),
   // `bench_ops matmul [TEXT]` the linear layers only, `bench_ops prompt` a prompt chunk's MLP block.
   const std::string only = argc > 1 ? argv[1] : "";
   if (only == "matmul" && argc > 2) g_matmul_filter = argv[2];
