@@ -103,6 +103,44 @@ void round_rows_e4m3(std::vector<float>* q, int64_t d, bool two_terms = false) {
   }
 }
 
+// The attention tests below: 8 query and 2 KV heads of head_dim 64, pages of 16 tokens, an FP8
+// cache with K scale 2 / 448 and V scale 0.5 / 448 on the scalar CPU backend.
+constexpr int64_t kH = 8, kKvh = 2, kD = 64, kPage = 16;
+constexpr float kKScale = 2.f / 448.f, kVScale = 0.5f / 448.f;
+
+// Per sequence: random K and V (context rows) and Q (query rows), drawn from seeds
+// seed + 10 s, seed + 1 + 10 s and seed + 2 + 10 s.
+struct AttentionInputs {
+  std::vector<std::vector<float>> k, v, q;
+};
+AttentionInputs draw_inputs(const std::vector<SeqSpec>& seqs, uint32_t seed) {
+  AttentionInputs in;
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    const int64_t ctx = seqs[s].cached + seqs[s].q_len;
+    const uint32_t sd = seed + 10 * static_cast<uint32_t>(s);
+    in.k.push_back(random_floats(ctx * kKvh * kD, sd, 2.f));
+    in.v.push_back(random_floats(ctx * kKvh * kD, sd + 1, 0.5f));
+    in.q.push_back(random_floats(seqs[s].q_len * kH * kD, sd + 2, 3.f));
+  }
+  return in;
+}
+
+// The query as drawn, or rounded here (each row under its own scale) to one or two E4M3 terms.
+enum class QueryRounding { kNone, kOneTerm, kTwoTerms };
+
+// Writes the inputs into an FP8 cache (pages shuffled by table_seed) and attends under `math`,
+// the query first rounded as `rounding` says.
+std::vector<float> fp8_attention(const std::vector<SeqSpec>& seqs, AttentionInputs in, Fp8AttentionMath math,
+                                 QueryRounding rounding, uint32_t table_seed) {
+  auto be = cpu_backend("scalar");
+  be->set_fp8_attention_math(math);
+  if (rounding != QueryRounding::kNone)
+    for (auto& q : in.q) round_rows_e4m3(&q, kD, rounding == QueryRounding::kTwoTerms);
+  const PagedTables t = shuffled_tables(seqs, kPage, 2, table_seed);
+  const Fp8Cache cache = fp8_cache(*be, t, kPage, kKvh, kD, kKScale, kVScale);
+  return write_and_attend(*be, cache.layer, t, seqs, in.k, in.v, in.q, kH);
+}
+
 TEST(KvFp8, WriteMatchesReferenceEncoder) {
   auto be = cpu_backend("scalar");
   // A sweep over float bit patterns (both signs, every exponent, zeros, subnormals, inf, NaN)
@@ -248,65 +286,38 @@ TEST(KvFp8, AttentionMatchesDequantizedReference) {
 // attention, so the output is the kF16 output on that rounded query, bit for bit; decode-shaped
 // steps are untouched.
 TEST(KvFp8, E4m3QueryRoundsThePromptStepsQueryRows) {
-  const int64_t H = 8, KVH = 2, D = 64, bs = 16;
-  auto run = [&](const std::vector<SeqSpec>& seqs, Fp8AttentionMath math, bool round_q) {
-    auto be = cpu_backend("scalar");
-    be->set_fp8_attention_math(math);
-    const int64_t S = static_cast<int64_t>(seqs.size()), kv_row = KVH * D, q_row = H * D;
-    std::vector<std::vector<float>> K(S), V(S), Q(S);
-    for (int64_t s = 0; s < S; ++s) {
-      const int64_t ctx = seqs[s].cached + seqs[s].q_len;
-      K[s] = random_floats(ctx * kv_row, 70 + 10 * s, 2.f);
-      V[s] = random_floats(ctx * kv_row, 71 + 10 * s, 0.5f);
-      Q[s] = random_floats(seqs[s].q_len * q_row, 72 + 10 * s, 3.f);
-      if (round_q) round_rows_e4m3(&Q[s], D);
-    }
-    const PagedTables t = shuffled_tables(seqs, bs, 2, 9);
-    const Fp8Cache cache = fp8_cache(*be, t, bs, KVH, D, 2.f / 448.f, 0.5f / 448.f);
-    return write_and_attend(*be, cache.layer, t, seqs, K, V, Q, H);
+  auto run = [](const std::vector<SeqSpec>& seqs, Fp8AttentionMath math, QueryRounding q) {
+    return fp8_attention(seqs, draw_inputs(seqs, 70), math, q, 9);
   };
   const std::vector<SeqSpec> prompt = {{0, 70}, {30, 40}};  // 110 rows for 2 sequences
-  const std::vector<float> e4m3 = run(prompt, Fp8AttentionMath::kE4m3Query, false);
-  EXPECT_EQ(e4m3, run(prompt, Fp8AttentionMath::kF16, true));
-  EXPECT_NE(e4m3, run(prompt, Fp8AttentionMath::kF16, false));  // the rounding is really there
+  const std::vector<float> e4m3 = run(prompt, Fp8AttentionMath::kE4m3Query, QueryRounding::kNone);
+  EXPECT_EQ(e4m3, run(prompt, Fp8AttentionMath::kF16, QueryRounding::kOneTerm));
+  EXPECT_NE(e4m3, run(prompt, Fp8AttentionMath::kF16, QueryRounding::kNone));  // the rounding is really there
   const std::vector<SeqSpec> decode = {{5, 1}, {96, 1}, {300, 2}};
-  EXPECT_EQ(run(decode, Fp8AttentionMath::kE4m3Query, false), run(decode, Fp8AttentionMath::kF16, false));
+  EXPECT_EQ(run(decode, Fp8AttentionMath::kE4m3Query, QueryRounding::kNone),
+            run(decode, Fp8AttentionMath::kF16, QueryRounding::kNone));
 }
 
 // Fp8AttentionMath::kE4m3x2Query holds each query row of a prompt-chunk step as two E4M3 terms:
 // the output is the kF16 output on the two-term query, bit for bit, and far closer to the
 // unrounded query's than one E4M3 term gets; decode-shaped steps are untouched.
 TEST(KvFp8, TwoTermE4m3QueryRoundsThePromptStepsQueryRows) {
-  const int64_t H = 8, KVH = 2, D = 64, bs = 16;
-  enum class Q { kAsIs, kTwoTerms };  // the query as drawn, or rounded to two terms here
-  auto run = [&](const std::vector<SeqSpec>& seqs, Fp8AttentionMath math, Q q) {
-    auto be = cpu_backend("scalar");
-    be->set_fp8_attention_math(math);
-    const int64_t S = static_cast<int64_t>(seqs.size()), kv_row = KVH * D, q_row = H * D;
-    std::vector<std::vector<float>> K(S), V(S), Qs(S);
-    for (int64_t s = 0; s < S; ++s) {
-      const int64_t ctx = seqs[s].cached + seqs[s].q_len;
-      K[s] = random_floats(ctx * kv_row, 90 + 10 * s, 2.f);
-      V[s] = random_floats(ctx * kv_row, 91 + 10 * s, 0.5f);
-      Qs[s] = random_floats(seqs[s].q_len * q_row, 92 + 10 * s, 3.f);
-      if (q == Q::kTwoTerms) round_rows_e4m3(&Qs[s], D, true);
-    }
-    const PagedTables t = shuffled_tables(seqs, bs, 2, 9);
-    const Fp8Cache cache = fp8_cache(*be, t, bs, KVH, D, 2.f / 448.f, 0.5f / 448.f);
-    return write_and_attend(*be, cache.layer, t, seqs, K, V, Qs, H);
+  auto run = [](const std::vector<SeqSpec>& seqs, Fp8AttentionMath math, QueryRounding q) {
+    return fp8_attention(seqs, draw_inputs(seqs, 90), math, q, 9);
   };
   const std::vector<SeqSpec> prompt = {{0, 70}, {30, 40}};
-  const std::vector<float> two = run(prompt, Fp8AttentionMath::kE4m3x2Query, Q::kAsIs);
-  EXPECT_EQ(two, run(prompt, Fp8AttentionMath::kF16, Q::kTwoTerms));
-  const std::vector<float> exact = run(prompt, Fp8AttentionMath::kF16, Q::kAsIs);
-  const std::vector<float> one = run(prompt, Fp8AttentionMath::kE4m3Query, Q::kAsIs);
+  const std::vector<float> two = run(prompt, Fp8AttentionMath::kE4m3x2Query, QueryRounding::kNone);
+  EXPECT_EQ(two, run(prompt, Fp8AttentionMath::kF16, QueryRounding::kTwoTerms));
+  const std::vector<float> exact = run(prompt, Fp8AttentionMath::kF16, QueryRounding::kNone);
+  const std::vector<float> one = run(prompt, Fp8AttentionMath::kE4m3Query, QueryRounding::kNone);
   ASSERT_EQ(two.size(), exact.size());
   ASSERT_EQ(one.size(), exact.size());
   const double e_two = sum_abs_diff(two, exact), e_one = sum_abs_diff(one, exact);
   EXPECT_GT(e_two, 0.0);           // the second term's rounding is there ...
   EXPECT_LT(e_two, e_one / 8.0);   // ... and a small part of the first term's error
   const std::vector<SeqSpec> decode = {{5, 1}, {96, 1}, {300, 2}};
-  EXPECT_EQ(run(decode, Fp8AttentionMath::kE4m3x2Query, Q::kAsIs), run(decode, Fp8AttentionMath::kF16, Q::kAsIs));
+  EXPECT_EQ(run(decode, Fp8AttentionMath::kE4m3x2Query, QueryRounding::kNone),
+            run(decode, Fp8AttentionMath::kF16, QueryRounding::kNone));
 }
 
 // Fp8AttentionMath::kE4m3QueryAndP also rounds P to E4M3 on prompt-chunk steps (an estimate of
@@ -315,25 +326,8 @@ TEST(KvFp8, TwoTermE4m3QueryRoundsThePromptStepsQueryRows) {
 // rounded to E4M3 far closer than the query-only path does; decode steps are untouched. The same
 // for kE4m3x2QueryAndP against kE4m3x2Query (the query rounded to two terms).
 TEST(KvFp8, E4m3QueryAndPRoundsTheProbabilities) {
-  const int64_t H = 8, KVH = 2, D = 64, bs = 16;
-  const float k_scale = 2.f / 448.f, v_scale = 0.5f / 448.f;
-  auto make = [&](const std::vector<SeqSpec>& seqs, std::vector<std::vector<float>>* K,
-                  std::vector<std::vector<float>>* V, std::vector<std::vector<float>>* Q) {
-    for (size_t s = 0; s < seqs.size(); ++s) {
-      const int64_t ctx = seqs[s].cached + seqs[s].q_len;
-      K->push_back(random_floats(ctx * KVH * D, 80 + 10 * s, 2.f));
-      V->push_back(random_floats(ctx * KVH * D, 81 + 10 * s, 0.5f));
-      Q->push_back(random_floats(seqs[s].q_len * H * D, 82 + 10 * s, 3.f));
-    }
-  };
-  auto run = [&](const std::vector<SeqSpec>& seqs, Fp8AttentionMath math) {
-    auto be = cpu_backend("scalar");
-    be->set_fp8_attention_math(math);
-    std::vector<std::vector<float>> K, V, Q;
-    make(seqs, &K, &V, &Q);
-    const PagedTables t = shuffled_tables(seqs, bs, 2, 5);
-    const Fp8Cache cache = fp8_cache(*be, t, bs, KVH, D, k_scale, v_scale);
-    return write_and_attend(*be, cache.layer, t, seqs, K, V, Q, H);
+  auto run = [](const std::vector<SeqSpec>& seqs, Fp8AttentionMath math) {
+    return fp8_attention(seqs, draw_inputs(seqs, 80), math, QueryRounding::kNone, 5);
   };
   for (const bool two_terms : {false, true}) {
     SCOPED_TRACE(two_terms ? "two-term query" : "one-term query");
@@ -341,12 +335,11 @@ TEST(KvFp8, E4m3QueryAndPRoundsTheProbabilities) {
         two_terms ? Fp8AttentionMath::kE4m3x2QueryAndP : Fp8AttentionMath::kE4m3QueryAndP;
     const Fp8AttentionMath query_math = two_terms ? Fp8AttentionMath::kE4m3x2Query : Fp8AttentionMath::kE4m3Query;
     const std::vector<SeqSpec> prompt = {{0, 64}};  // 64 rows, 64 keys: one chunk
-    std::vector<std::vector<float>> K, V, Q;
-    make(prompt, &K, &V, &Q);
-    round_rows_e4m3(&Q[0], D, two_terms);
+    AttentionInputs in = draw_inputs(prompt, 80);
+    round_rows_e4m3(&in.q[0], kD, two_terms);
     const std::vector<double> ref = reference_attention(
-        prompt, Q, H, KVH, D, [&](size_t s, int64_t i) { return dequantized(K[s][i], k_scale); },
-        [&](size_t s, int64_t i) { return dequantized(V[s][i], v_scale); },
+        prompt, in.q, kH, kKvh, kD, [&](size_t s, int64_t i) { return dequantized(in.k[s][i], kKScale); },
+        [&](size_t s, int64_t i) { return dequantized(in.v[s][i], kVScale); },
         [](double p) {  // p * 256 in E4M3, as the GPU's FP8 P V
           return static_cast<double>(fp8e4m3_to_f32(f32_to_fp8e4m3(static_cast<float>(p * 256.0), true))) / 256.0;
         });
