@@ -219,10 +219,14 @@ void Scheduler::admit_waiting(SchedulerOutput* out_ptr, Allowance* left) {
 
 void Scheduler::on_step_done(const SchedulerOutput& out) {
   for (const ScheduledSeq& s : out.scheduled) {
+    // A row whose every known token was computed before this step feeds only the token in
+    // flight (asynchronous scheduling): its known tokens were keyed when the last of them
+    // arrived (commit_known), so there is nothing to key now.
+    const bool only_inflight = s.num_spec_tokens == 0 && s.seq->num_computed >= s.seq->num_tokens();
     s.seq->num_computed += s.num_new_tokens;
-    // Only known tokens are keyed: with a token in flight (asynchronous scheduling) its block
-    // is committed when the token arrives (commit_known).
-    commit_known(s.seq);
+    // Only known tokens are keyed: with a token in flight its block is committed when the
+    // token arrives (commit_known).
+    if (!only_inflight) commit_known(s.seq);
     if (s.num_spec_tokens > 0) kv_->truncate(s.seq->id, s.seq->num_tokens());
   }
 }

@@ -186,6 +186,45 @@ TEST(AsyncScheduling, AbortMidStreamFreesBlocksWithinOneStep) {
   EXPECT_EQ(engine.stats().num_free_blocks, 200);
 }
 
+// The blocks of generated tokens are keyed for the prefix cache as they become known: a request
+// whose prompt continues a finished one (a chat's next turn) takes every full block of the
+// first one's computed tokens from the cache, asynchronous as synchronous.
+TEST(AsyncScheduling, GeneratedTokensBlocksAreKeyedForTheNextTurn) {
+  for (const bool async : {false, true}) {
+    SCOPED_TRACE(async ? "async" : "sync");
+    FakePagedModel model(200, 4);
+    EngineConfig cfg;
+    cfg.enable_prefix_caching = true;
+    cfg.async_scheduling = async;
+    cfg.scheduler = {.max_num_batched_tokens = 64, .max_num_seqs = 8, .max_model_len = 512};
+    Engine engine(cfg, &model);
+    GenerationRequest first;
+    first.prompt = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3};
+    first.params.temperature = 0;
+    first.params.ignore_eos = true;
+    first.params.max_tokens = 30;
+    ASSERT_TRUE(engine.add_request(first).ok());
+    std::vector<int32_t> out;
+    while (engine.has_work()) {
+      auto ev = engine.step();
+      ASSERT_TRUE(ev.ok());
+      for (const auto& e : *ev)
+        if (e.token >= 0) out.push_back(e.token);
+    }
+    ASSERT_EQ(out.size(), 30u);
+    EXPECT_EQ(engine.stats().async_steps > 0, async);
+    const int64_t hits_before = engine.stats().prefix_hits;
+    GenerationRequest next = first;
+    next.prompt.insert(next.prompt.end(), out.begin(), out.end());
+    next.prompt.insert(next.prompt.end(), {7, 7, 2, 8, 1});
+    next.params.max_tokens = 2;
+    ASSERT_TRUE(engine.add_request(next).ok());
+    while (engine.has_work()) ASSERT_TRUE(engine.step().ok());
+    // 10 + 30 tokens, the last never fed: 39 computed, 9 full blocks of 4.
+    EXPECT_EQ(engine.stats().prefix_hits - hits_before, 36);
+  }
+}
+
 // Requests that need host logits (logprobs, penalties) switch the engine to synchronous steps
 // while they run; everything gives the synchronous tokens and logprobs come back.
 TEST(AsyncScheduling, HostSampledRequestsRunSynchronousSteps) {
