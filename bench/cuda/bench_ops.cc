@@ -135,6 +135,32 @@ std::vector<WeightMatrix> upload_weights(Backend& be, const char* name, int64_t 
   return ws;
 }
 
+// An FP8 GEMM alone, its input already in codes, as the model's GEMMs get it from the kernel
+// before them (RMSNorm for q/k/v and gate/up, the SiLU epilogue for down): each call is an
+// RMSNorm over x [n, k] (which writes the codes beside its output) and the matmul of ws[i] on
+// that output; the time is the matmul's own, from the backend's op timing (CUDA events around
+// each op), per call. The "fp8 ... n=N" rows above also hold the matmul's quantization pass.
+double fp8_gemm_alone(Backend& be, const std::vector<WeightMatrix>& ws, int64_t n, Buffer& x, Buffer& y) {
+  const int64_t k = ws[0].cols;
+  Buffer gain = dev_random_f32(be, static_cast<size_t>(k), 5), normed = dev_alloc(be, static_cast<size_t>(n * k) * 4);
+  const RmsNormArgs norm{n, k, x.as<float>(), nullptr, gain.as<float>(), 1e-5f, normed.as<float>()};
+  auto call = [&](int i) {
+    die(be.rms_norm(norm), "rms_norm");
+    die(be.matmul(normed.as<float>(), n, ws[i % ws.size()], y.as<float>()), "matmul");
+  };
+  for (int i = 0; i < 3; ++i) call(i);
+  die(be.synchronize(), "warm-up");
+  die(be.set_op_timing(true), "op timing");
+  constexpr int kReps = 20;
+  for (int i = 0; i < kReps; ++i) call(i);
+  OpTimes t;
+  die(be.take_op_times(&t), "op times");
+  die(be.set_op_timing(false), "op timing");
+  const int g = static_cast<int>(OpKind::kGemm);
+  if (t.calls[g] != kReps) die(Internal("op timing counted " + std::to_string(t.calls[g]) + " GEMMs"), "op times");
+  return t.ms[g] / 1e3 / kReps;
+}
+
 void bench_matmul(Backend& be, const char* name, int64_t m, int64_t k, bool fp8, std::vector<int64_t> ns) {
   if ((std::string(fp8 ? "fp8 " : "") + name).find(g_matmul_filter) == std::string::npos) return;
   const size_t wbytes = static_cast<size_t>(m * k) * (fp8 ? 1 : 2);
@@ -152,6 +178,10 @@ void bench_matmul(Backend& be, const char* name, int64_t m, int64_t k, bool fp8,
       row("matmul", label, s * 1e6, bytes / s / 1e9, "GB/s", kCopyGBs);
     } else {
       row("matmul", label, s * 1e6, 2.0 * n * m * k / s / 1e12, "TFLOP/s", fp8 ? kFp8SpecTFlops : kBf16TFlops);
+    }
+    if (fp8 && n > 4) {
+      const double g = fp8_gemm_alone(be, ws, n, x, y);
+      row("matmul", label + " gemm", g * 1e6, 2.0 * n * m * k / g / 1e12, "TFLOP/s", kFp8SpecTFlops);
     }
   }
 }

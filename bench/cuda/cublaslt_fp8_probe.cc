@@ -1,62 +1,180 @@
-// cuBLASLt's FP8 GEMMs alone, outside lancet (not a test): for the Llama-3-8B projection shapes
-// at 4096 and 512 rows, every combination of f32 or BF16 output, unit or outer-vector scales and
-// fast accumulation, whether the heuristic offers an algorithm and how fast the best of its first
-// eight is (constant inputs: an upper bound for random data, which draws more power).
+// cuBLASLt's FP8 GEMMs alone, outside lancet (not a test): for the Llama-3-8B (and 70B)
+// projection shapes at 512 and 4096 rows, as the CUDA backend calls them (W [m, k] and x [n, k]
+// E4M3, outer-vector scales, fast accumulation, f32 or BF16 output), every algorithm the
+// heuristic offers (up to MAX_ALGOS) timed on the same operands: the heuristic's first pick
+// (what the backend runs), the fastest, and the fastest one's configuration (algorithm id,
+// tile, stages, split-K, reduction, swizzle, cluster), so a faster choice can be pinned.
+// Operands are random E4M3 codes by default (a GEMM on random data draws more power, and so
+// runs at lower clocks, than on constant data); `constant` fills them with one code.
 //   g++ -O2 -std=c++17 -I$CUDA/include bench/cuda/cublaslt_fp8_probe.cc -L$CUDA/lib64 -lcublasLt -lcudart
+//   ./a.out [random|constant] [MAX_ALGOS=32] [SHAPE_FILTER]
 #include <cublasLt.h>
 #include <cuda_runtime.h>
-#include <cstdio>
-#include <vector>
+
 #include <cstdint>
-#define CK(x) do { auto e = (x); if (e != 0) { std::printf("  err %d at %s\n", (int)e, #x); return -1.0; } } while (0)
-static void* ws; static size_t wsb = 64 << 20;
-double run(cublasLtHandle_t lt, int n, int m, int k, cudaDataType_t dt, bool outer, int8_t fast, void* W, void* X, void* Y, float* sa, float* sb, int* nalg) {
-  cublasLtMatmulDesc_t op; CK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
-  cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
-  cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast));
-  if (outer) { int32_t md = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-    CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &md, sizeof(md)));
-    CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &md, sizeof(md))); }
-  CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof(sa)));
-  CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof(sb)));
-  cublasLtMatrixLayout_t a, b, c, d;
-  cublasLtMatrixLayoutCreate(&a, CUDA_R_8F_E4M3, k, m, k); cublasLtMatrixLayoutCreate(&b, CUDA_R_8F_E4M3, k, n, k);
-  cublasLtMatrixLayoutCreate(&c, dt == CUDA_R_32F ? CUDA_R_32F : CUDA_R_16BF, m, n, m); cublasLtMatrixLayoutCreate(&d, dt, m, n, m);
-  cublasLtMatmulPreference_t pref; cublasLtMatmulPreferenceCreate(&pref);
-  uint64_t w = wsb; cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &w, sizeof(w));
-  cublasLtMatmulHeuristicResult_t res[8]; int found = 0;
-  auto st = cublasLtMatmulAlgoGetHeuristic(lt, op, a, b, c, d, pref, 8, res, &found);
-  *nalg = found;
-  if (st != 0 || found == 0) { std::printf("  heuristic status %d found %d\n", (int)st, found); return -1.0; }
-  cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
-  double best = 1e30; float alpha = 1, beta = 0;
-  for (int i = 0; i < found; ++i) {
-    for (int r = 0; r < 3; ++r) cublasLtMatmul(lt, op, &alpha, W, a, X, b, &beta, Y, c, Y, d, &res[i].algo, ws, wsb, 0);
-    cudaEventRecord(e0);
-    for (int r = 0; r < 20; ++r) cublasLtMatmul(lt, op, &alpha, W, a, X, b, &beta, Y, c, Y, d, &res[i].algo, ws, wsb, 0);
-    cudaEventRecord(e1); cudaEventSynchronize(e1); float ms; cudaEventElapsedTime(&ms, e0, e1);
-    if (cudaGetLastError() != 0) continue;
-    double us = ms * 1000 / 20; if (i == 0) std::printf("  algo0 %.1f us", us); if (us < best) best = us;
-  }
-  std::printf("  best-of-%d %.1f us\n", found, best);
-  return best;
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr size_t kWorkspace = size_t{64} << 20;
+
+struct Shape {
+  const char* name;
+  int n, m, k;  // tokens, output channels, input channels
+};
+
+struct Operands {
+  void *w = nullptr, *x = nullptr, *y = nullptr, *ws = nullptr;
+  float *w_scale = nullptr, *x_scale = nullptr;
+};
+
+bool ok(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return true;
+  std::printf("  %s: %s\n", what, cudaGetErrorString(e));
+  return false;
 }
-int main() {
-  cublasLtHandle_t lt; cublasLtCreate(&lt); cudaMalloc(&ws, wsb);
-  int shapes[][3] = {{4096, 4096, 4096}, {4096, 6144, 4096}, {4096, 28672, 4096}, {4096, 4096, 14336}, {512, 6144, 4096}, {512, 4096, 14336}, {512, 28672, 4096}};
-  void *W, *X, *Y; cudaMalloc(&W, 28672ull * 14336); cudaMalloc(&X, 4096ull * 14336); cudaMalloc(&Y, 4096ull * 28672 * 4);
-  cudaMemset(W, 0x30, 28672ull * 14336); cudaMemset(X, 0x30, 4096ull * 14336);
-  float *sa, *sb; cudaMalloc(&sa, 28672 * 4); cudaMalloc(&sb, 4096 * 4);
-  std::vector<float> ones(28672, 0.01f); cudaMemcpy(sa, ones.data(), 28672 * 4, cudaMemcpyHostToDevice); cudaMemcpy(sb, ones.data(), 4096 * 4, cudaMemcpyHostToDevice);
-  for (auto& s : shapes) {
-    int n = s[0], m = s[1], k = s[2]; double fl = 2.0 * n * m * k;
-    for (cudaDataType_t dt : {CUDA_R_32F, CUDA_R_16BF}) for (bool outer : {false, true}) for (int8_t fast : {0, 1}) {
-      std::printf("n=%d m=%d k=%d D=%s outer=%d fast=%d\n", n, m, k, dt == CUDA_R_32F ? "f32" : "bf16", outer, fast);
-      int na = 0; double us = run(lt, n, m, k, dt, outer, fast, W, X, Y, outer ? sa : sa, outer ? sb : sb, &na);
-      if (us > 0) std::printf("RESULT n=%d m=%d k=%d D=%s outer=%d fast=%d %.1f us %.0f TFLOP/s\n", n, m, k, dt == CUDA_R_32F ? "f32" : "bf16", outer, fast, us, fl / us / 1e6);
-    }
+
+bool ok(cublasStatus_t s, const char* what) {
+  if (s == CUBLAS_STATUS_SUCCESS) return true;
+  std::printf("  %s: cublas status %d\n", what, static_cast<int>(s));
+  return false;
+}
+
+// E4M3 codes with magnitudes below 2^8 (exponent field < 15: never NaN), random signs.
+void fill_codes(void* dev, size_t bytes, bool random, uint32_t seed) {
+  std::vector<uint8_t> h(std::min<size_t>(bytes, size_t{64} << 20));
+  uint32_t st = seed * 2654435761u + 1;
+  for (auto& b : h) {
+    st = st * 1664525u + 1013904223u;
+    const uint8_t r = static_cast<uint8_t>(st >> 24);
+    b = random ? static_cast<uint8_t>((r & 0x80) | ((r & 0x7f) % 0x78)) : uint8_t{0x30};
   }
+  for (size_t off = 0; off < bytes; off += h.size())
+    cudaMemcpy(static_cast<uint8_t*>(dev) + off, h.data(), std::min(h.size(), bytes - off), cudaMemcpyHostToDevice);
+}
+
+int config(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr) {
+  uint32_t v = 0;  // every attribute read here fits 32 bits (the smaller ones are zero-extended)
+  size_t written = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, sizeof(v), &written) != CUBLAS_STATUS_SUCCESS) return -1;
+  return static_cast<int>(v);
+}
+
+// One shape and output type: every offered algorithm timed; prints one RESULT line.
+void probe(cublasLtHandle_t lt, const Shape& s, cudaDataType_t out, int max_algos, const Operands& o) {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  const int8_t fast = 1;
+  const int32_t outer = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+  const uint64_t wsb = kWorkspace;
+  bool good = ok(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc") &&
+              ok(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), "transa") &&
+              ok(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)), "transb") &&
+              ok(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)), "fast") &&
+              ok(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &outer, sizeof(outer)), "a mode") &&
+              ok(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &outer, sizeof(outer)), "b mode") &&
+              ok(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &o.w_scale, sizeof(o.w_scale)),
+                 "a scale") &&
+              ok(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &o.x_scale, sizeof(o.x_scale)),
+                 "b scale") &&
+              ok(cublasLtMatrixLayoutCreate(&a, CUDA_R_8F_E4M3, s.k, s.m, s.k), "layout W") &&
+              ok(cublasLtMatrixLayoutCreate(&b, CUDA_R_8F_E4M3, s.k, s.n, s.k), "layout x") &&
+              ok(cublasLtMatrixLayoutCreate(&c, out, s.m, s.n, s.m), "layout y") &&
+              ok(cublasLtMatmulPreferenceCreate(&pref), "preference") &&
+              ok(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof(wsb)),
+                 "workspace");
+  std::vector<cublasLtMatmulHeuristicResult_t> res(static_cast<size_t>(max_algos));
+  int found = 0;
+  if (good)
+    good = ok(cublasLtMatmulAlgoGetHeuristic(lt, op, a, b, c, c, pref, max_algos, res.data(), &found), "heuristic");
+  const char* dt = out == CUDA_R_32F ? "f32" : "bf16";
+  if (good && found > 0) {
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    const float alpha = 1, beta = 0;
+    double first = -1, best = 1e30;
+    int best_i = -1;
+    const int reps = s.n * static_cast<double>(s.m) * s.k > 1e11 ? 20 : 100;
+    for (int i = 0; i < found; ++i) {
+      auto call = [&] {
+        return cublasLtMatmul(lt, op, &alpha, o.w, a, o.x, b, &beta, o.y, c, o.y, c, &res[i].algo, o.ws, kWorkspace, 0);
+      };
+      bool ran = call() == CUBLAS_STATUS_SUCCESS;
+      for (int r = 0; ran && r < 4; ++r) ran = call() == CUBLAS_STATUS_SUCCESS;
+      cudaEventRecord(e0);
+      for (int r = 0; ran && r < reps; ++r) ran = call() == CUBLAS_STATUS_SUCCESS;
+      cudaEventRecord(e1);
+      cudaEventSynchronize(e1);
+      float ms = 0;
+      cudaEventElapsedTime(&ms, e0, e1);
+      if (!ran || cudaGetLastError() != cudaSuccess) continue;
+      const double us = 1000.0 * ms / reps;
+      if (i == 0) first = us;
+      if (us < best) best = us, best_i = i;
+    }
+    const double flop = 2.0 * s.n * static_cast<double>(s.m) * s.k;
+    if (best_i >= 0) {
+      const cublasLtMatmulAlgo_t& al = res[best_i].algo;
+      std::printf(
+          "RESULT %-14s n=%-5d m=%-6d k=%-6d D=%-4s algos=%-3d first %8.1f us %6.0f TFLOP/s  best #%-2d %8.1f us %6.0f "
+          "TFLOP/s  id=%d tile=%d stages=%d splitk=%d reduction=%d swizzle=%d cluster=%d\n",
+          s.name, s.n, s.m, s.k, dt, found, first, first > 0 ? flop / first / 1e6 : 0.0, best_i, best,
+          flop / best / 1e6, config(al, CUBLASLT_ALGO_CONFIG_ID), config(al, CUBLASLT_ALGO_CONFIG_TILE_ID),
+          config(al, CUBLASLT_ALGO_CONFIG_STAGES_ID), config(al, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+          config(al, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME), config(al, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING),
+          config(al, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
+    } else {
+      std::printf("RESULT %-14s n=%-5d m=%-6d k=%-6d D=%-4s no algorithm ran\n", s.name, s.n, s.m, s.k, dt);
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+  } else {
+    std::printf("RESULT %-14s n=%-5d m=%-6d k=%-6d D=%-4s no algorithm offered\n", s.name, s.n, s.m, s.k, dt);
+  }
+  if (pref) cublasLtMatmulPreferenceDestroy(pref);
+  for (auto l : {a, b, c})
+    if (l) cublasLtMatrixLayoutDestroy(l);
+  if (op) cublasLtMatmulDescDestroy(op);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool random = argc < 2 || std::strcmp(argv[1], "constant") != 0;
+  const int max_algos = argc > 2 ? std::max(1, std::atoi(argv[2])) : 32;
+  const std::string filter = argc > 3 ? argv[3] : "";
+  const std::vector<Shape> shapes = {
+      {"q/o", 4096, 4096, 4096},        {"qkv", 4096, 6144, 4096},      {"gate/up", 4096, 14336, 4096},
+      {"gate_up", 4096, 28672, 4096},   {"down", 4096, 4096, 14336},    {"q/o", 512, 4096, 4096},
+      {"qkv", 512, 6144, 4096},         {"gate/up", 512, 14336, 4096},  {"gate_up", 512, 28672, 4096},
+      {"down", 512, 4096, 14336},       {"70b qkv", 4096, 10240, 8192}, {"70b o", 4096, 8192, 8192},
+      {"70b gate_up", 4096, 57344, 8192}, {"70b down", 4096, 8192, 28672},
+  };
+  cublasLtHandle_t lt = nullptr;
+  if (!ok(cublasLtCreate(&lt), "cublasLt")) return 1;
+  Operands o;
+  const size_t w_bytes = size_t{57344} * 8192, x_bytes = size_t{4096} * 28672, y_bytes = size_t{4096} * 57344 * 4;
+  if (!ok(cudaMalloc(&o.w, w_bytes), "W") || !ok(cudaMalloc(&o.x, x_bytes), "x") || !ok(cudaMalloc(&o.y, y_bytes), "y") ||
+      !ok(cudaMalloc(&o.ws, kWorkspace), "workspace") || !ok(cudaMalloc(&o.w_scale, 57344 * 4), "W scale") ||
+      !ok(cudaMalloc(&o.x_scale, 4096 * 4), "x scale"))
+    return 1;
+  fill_codes(o.w, w_bytes, random, 1);
+  fill_codes(o.x, x_bytes, random, 2);
+  const std::vector<float> scales(57344, 0.01f);
+  cudaMemcpy(o.w_scale, scales.data(), 57344 * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(o.x_scale, scales.data(), 4096 * 4, cudaMemcpyHostToDevice);
+  std::printf("operands: %s codes; up to %d algorithms per case\n", random ? "random" : "constant", max_algos);
+  for (const Shape& s : shapes) {
+    if (!filter.empty() && std::string(s.name).find(filter) == std::string::npos) continue;
+    for (cudaDataType_t out : {CUDA_R_32F, CUDA_R_16BF}) probe(lt, s, out, max_algos, o);
+  }
+  cublasLtDestroy(lt);
   return 0;
 }
