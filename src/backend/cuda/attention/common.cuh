@@ -1,5 +1,6 @@
-// Pieces the paged-attention kernels share: finding the sequence and causal key range of a query
-// row, a split's share of those keys, and E4M3 -> FP16 conversion of cache bytes.
+// Pieces the paged-attention kernels share: the parameters every kernel reads and the launch
+// checks every launcher makes, finding the sequence and causal key range of a query row, a
+// split's share of those keys, and E4M3 -> FP16 conversion of cache bytes.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -11,6 +12,57 @@
 #include "backend/cuda/kernels.h"
 
 namespace lancet::cuda {
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+// What every paged-attention kernel reads of a step and its cache (PagedAttentionArgs and
+// KvCacheLayer as the device sees them); each kernel's parameters extend it with their split
+// plan and scales. Filled by paged_kernel_params.
+struct PagedKernelParams {
+  const float* q;               // [num_tokens, num_heads, D]
+  float* out;                   // [num_tokens, num_heads, D]
+  const int32_t* query_start;   // [num_seqs + 1]
+  const int32_t* context_lens;  // [num_seqs]
+  const int32_t* block_tables;  // [num_seqs, max_blocks_per_seq]
+  const void* k_cache;          // [num_blocks, block_size, num_kv_heads, D]
+  const void* v_cache;
+  unsigned* err;
+  int64_t num_blocks;
+  int num_seqs, num_heads, num_kv_heads, group, max_blocks_per_seq, block_size;
+};
+
+// The shape every launcher checks: at most max_tokens query rows (what its grid and row
+// indexes hold), some sequences, and query heads a whole multiple of the KV heads.
+inline bool paged_shape_ok(const PagedAttentionArgs& a, const KvCacheLayer& c, int64_t max_tokens) {
+  return a.num_tokens <= max_tokens && a.num_seqs > 0 && c.num_kv_heads > 0 && a.num_heads % c.num_kv_heads == 0;
+}
+
+// A plan for the kernels whose grid holds grid_splits splits (decode, exact): at least one
+// split, a split length when there are several, and partial rows when the grid has several.
+inline bool grid_plan_ok(const AttentionPlan& plan) {
+  return plan.num_splits >= 1 && plan.grid_splits >= plan.num_splits && (plan.num_splits == 1 || plan.split_len > 0) &&
+         (plan.grid_splits == 1 || plan.partial);
+}
+
+inline PagedKernelParams paged_kernel_params(const PagedAttentionArgs& a, const KvCacheLayer& c, unsigned* err) {
+  PagedKernelParams p{};
+  p.q = a.q;
+  p.out = a.out;
+  p.query_start = a.query_start;
+  p.context_lens = a.context_lens;
+  p.block_tables = a.block_tables;
+  p.k_cache = c.k;
+  p.v_cache = c.v;
+  p.err = err;
+  p.num_blocks = c.num_blocks;
+  p.num_seqs = static_cast<int>(a.num_seqs);
+  p.num_heads = static_cast<int>(a.num_heads);
+  p.num_kv_heads = static_cast<int>(c.num_kv_heads);
+  p.group = static_cast<int>(a.num_heads / c.num_kv_heads);
+  p.max_blocks_per_seq = static_cast<int>(a.max_blocks_per_seq);
+  p.block_size = static_cast<int>(c.block_size);
+  return p;
+}
 
 // Query row t of a varlen batch: its sequence (the last s with query_start[s] <= t), that
 // sequence's first query row, and the keys the row sees (0 .. its position; 0 keys, with
@@ -60,6 +112,46 @@ __device__ __forceinline__ SplitRange split_range(const int32_t* plan_dev /*[2] 
   if (num_splits == 1) return {0, n_keys, 1, true};
   const int kb = min(split * split_len, n_keys);
   return {kb, min(kb + split_len, n_keys), num_splits, true};
+}
+
+// The end of a kernel whose kWarps warps each saw a share of the keys of nh rows (query heads
+// h0 .. h0 + nh - 1 of token t): warp w's running maximum (log2 units) and sum of row r sit at
+// s_m / s_l [w * kStride + r], and warp_out(w, r, col(d)) is its unnormalized output at dim d
+// (col: where the warps stored dim d). The CTA's threads merge the warps (exp2 of the maxima's
+// differences) and write the normalized output row (one split), or this split's partial row:
+// the D values times v_scale, then the maximum and the sum. P: the kernel's parameters (out,
+// partial, num_heads, grid_splits, v_scale).
+template <int D, int kWarps, int kThreads, int kStride, typename P, typename Col, typename WarpOut, typename Exp2>
+__device__ __forceinline__ void merge_warps_and_store(const P& p, int t, int h0, int nh, int split, int num_splits,
+                                                      const float* s_m, const float* s_l, Col col, WarpOut warp_out,
+                                                      Exp2 exp2) {
+  for (int idx = threadIdx.x; idx < nh * D; idx += kThreads) {
+    const int r = idx / D, d = idx % D;
+    const int at = col(d);
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, s_m[w * kStride + r]);
+    float sum = 0.0f, a = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float mw = s_m[w * kStride + r];
+      if (mw == -INFINITY) continue;
+      const float c = exp2(mw - mx);
+      sum += s_l[w * kStride + r] * c;
+      a += warp_out(w, r, at) * c;
+    }
+    const int64_t oh = static_cast<int64_t>(t) * p.num_heads + h0 + r;
+    if (num_splits == 1) {
+      p.out[oh * D + d] = sum > 0.0f ? a * p.v_scale / sum : 0.0f;
+    } else {
+      float* part = p.partial + (oh * p.grid_splits + split) * (D + 2);
+      part[d] = a * p.v_scale;
+      if (d == 0) {
+        part[D] = mx;  // log2 units
+        part[D + 1] = sum;
+      }
+    }
+  }
 }
 
 // The two E4M3 values in the low 16 bits of w -> FP16 pair (exact; the lower byte in the low half).

@@ -39,7 +39,6 @@ constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr int kRows = 16;      // query heads per CTA (the MMA's M)
 constexpr int kCtasPerSm = 3;  // resident CTAs per multiprocessor (shared memory, <= 168 registers)
-constexpr float kLog2e = 1.4426950408889634f;
 
 // 2^x through the special-function unit (no denormal or range fix-up: arguments are <= 0 and
 // results below 2^-126 count as 0).
@@ -49,18 +48,9 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
-struct DecodeParams {
-  const float* q;               // [num_tokens, num_heads, D]
-  float* out;                   // [num_tokens, num_heads, D]
-  const int32_t* query_start;   // [num_seqs + 1]
-  const int32_t* context_lens;  // [num_seqs]
-  const int32_t* block_tables;  // [num_seqs, max_blocks_per_seq]
-  const void* k_cache;          // [num_blocks, block_size, num_kv_heads, D]
-  const void* v_cache;
+struct DecodeParams : PagedKernelParams {
   float* partial;               // [num_tokens, num_heads, grid_splits, D + 2]
-  unsigned* err;
-  int64_t num_blocks;
-  int num_seqs, num_heads, num_kv_heads, group, head_chunks, max_blocks_per_seq, block_size;
+  int head_chunks;              // CTAs per KV head (kRows query heads each)
   int num_splits, split_len;  // the plan (overridden by plan_dev when set)
   int grid_splits;            // splits in the grid: the partial buffer's stride
   const int32_t* plan_dev;    // [2] {num_splits, split_len} read at run time, or null
@@ -406,33 +396,9 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) flash_decode_kernel(Deco
 
   // Merge the warps; write the normalized output or this split's partial result. Dim d sits at
   // n-tile n, column j: for BF16 d = n * 8 + j, for FP8 d = j * D/8 + n (the V fragments' order).
-  for (int idx = threadIdx.x; idx < nh * D; idx += kThreads) {
-    const int r = idx / D, d = idx % D;
-    const int at = Ly::kFp8 ? (d % (D / 8)) * 8 + d / (D / 8) : d;
-    float mx = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, s_m[w * kRows + r]);
-    float sum = 0.0f, a = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-      const float mw = s_m[w * kRows + r];
-      if (mw == -INFINITY) continue;
-      const float c = fast_exp2(mw - mx);
-      sum += s_l[w * kRows + r] * c;
-      a += s_o[(w * kRows + r) * OS + at] * c;
-    }
-    const int64_t oh = static_cast<int64_t>(t) * p.num_heads + h0 + r;
-    if (num_splits == 1) {
-      p.out[oh * D + d] = sum > 0.0f ? a * p.v_scale / sum : 0.0f;
-    } else {
-      float* part = p.partial + (oh * p.grid_splits + split) * (D + 2);
-      part[d] = a * p.v_scale;
-      if (d == 0) {
-        part[D] = mx;  // log2 units
-        part[D + 1] = sum;
-      }
-    }
-  }
+  merge_warps_and_store<D, kWarps, kThreads, kRows>(
+      p, t, h0, nh, split, num_splits, s_m, s_l, [](int d) { return Ly::kFp8 ? (d % (D / 8)) * 8 + d / (D / 8) : d; },
+      [&](int w, int r, int at) { return s_o[(w * kRows + r) * OS + at]; }, [](float x) { return fast_exp2(x); });
 }
 
 template <int D, typename KV>
@@ -465,31 +431,13 @@ int attention_decode_keys_per_round(DType kv) {
 cudaError_t launch_attention_decode(const PagedAttentionArgs& a, const KvCacheLayer& c, const AttentionPlan& plan,
                                     unsigned* err, cudaStream_t s) {
   if (a.num_tokens <= 0) return cudaSuccess;
-  if (a.num_tokens > 0x7fffffffLL || a.num_seqs <= 0 || c.num_kv_heads <= 0 || a.num_heads % c.num_kv_heads != 0)
-    return cudaErrorInvalidValue;
+  if (!paged_shape_ok(a, c, 0x7fffffffLL) || !grid_plan_ok(plan)) return cudaErrorInvalidValue;
   if (c.dtype != DType::kBF16 && c.dtype != DType::kF8E4M3) return cudaErrorInvalidValue;
-  if (plan.num_splits < 1 || plan.grid_splits < plan.num_splits || (plan.num_splits > 1 && plan.split_len <= 0) ||
-      (plan.grid_splits > 1 && !plan.partial))
-    return cudaErrorInvalidValue;
   const bool fp8 = c.dtype == DType::kF8E4M3;
   DecodeParams p{};
-  p.q = a.q;
-  p.out = a.out;
-  p.query_start = a.query_start;
-  p.context_lens = a.context_lens;
-  p.block_tables = a.block_tables;
-  p.k_cache = c.k;
-  p.v_cache = c.v;
+  static_cast<PagedKernelParams&>(p) = paged_kernel_params(a, c, err);
   p.partial = plan.partial;
-  p.err = err;
-  p.num_blocks = c.num_blocks;
-  p.num_seqs = static_cast<int>(a.num_seqs);
-  p.num_heads = static_cast<int>(a.num_heads);
-  p.num_kv_heads = static_cast<int>(c.num_kv_heads);
-  p.group = static_cast<int>(a.num_heads / c.num_kv_heads);
   p.head_chunks = (p.group + kRows - 1) / kRows;
-  p.max_blocks_per_seq = static_cast<int>(a.max_blocks_per_seq);
-  p.block_size = static_cast<int>(c.block_size);
   p.num_splits = plan.num_splits;
   p.split_len = plan.split_len;
   p.grid_splits = plan.grid_splits;

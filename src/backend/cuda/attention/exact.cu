@@ -34,21 +34,11 @@ namespace {
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr int kStageKeys = 8;  // keys per pipeline stage of a warp (two per 8-lane group)
-constexpr float kLog2e = 1.4426950408889634f;
 constexpr int kSmemBudget = 48 * 1024;  // static shared memory per CTA
 
-struct AttnParams {
-  const float* q;             // [num_tokens, num_heads, D]
-  float* out;                 // [num_tokens, num_heads, D]
-  const int32_t* query_start; // [num_seqs + 1]
-  const int32_t* context_lens;  // [num_seqs]
-  const int32_t* block_tables;  // [num_seqs, max_blocks_per_seq]
-  const void* k_cache;        // [num_blocks, block_size, num_kv_heads, D]
-  const void* v_cache;
+struct AttnParams : PagedKernelParams {
   float* partial;             // [num_tokens, num_heads, grid_splits, D + 2]
-  unsigned* err;
-  int64_t num_blocks;
-  int num_seqs, num_heads, num_kv_heads, group, head_chunks, max_blocks_per_seq, block_size;
+  int head_chunks;            // CTAs per KV head (G query heads each)
   int num_splits, split_len;  // the plan (overridden by plan_dev when set)
   int grid_splits;            // splits in the grid: the partial buffer's stride
   const int32_t* plan_dev;    // [2] {num_splits, split_len} read at run time, or null
@@ -330,32 +320,9 @@ __global__ void __launch_bounds__(kThreads, 2) paged_attention_kernel(AttnParams
   __syncthreads();
 
   // Merge the warps; write the normalized output or this split's partial result.
-  for (int idx = threadIdx.x; idx < nh * D; idx += kThreads) {
-    const int g = idx / D, d = idx % D;
-    float mx = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, s_m[w * G + g]);
-    float sum = 0.0f, a = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-      const float mw = s_m[w * G + g];
-      if (mw == -INFINITY) continue;
-      const float c = exp2f(mw - mx);
-      sum += s_l[w * G + g] * c;
-      a += s_acc[(w * G + g) * D + d] * c;
-    }
-    const int64_t oh = static_cast<int64_t>(t) * p.num_heads + h0 + g;
-    if (num_splits == 1) {
-      p.out[oh * D + d] = sum > 0.0f ? a * p.v_scale / sum : 0.0f;
-    } else {
-      float* part = p.partial + (oh * p.grid_splits + split) * (D + 2);
-      part[d] = a * p.v_scale;
-      if (d == 0) {
-        part[D] = mx;  // log2 units
-        part[D + 1] = sum;
-      }
-    }
-  }
+  merge_warps_and_store<D, kWarps, kThreads, G>(
+      p, t, h0, nh, split, num_splits, s_m, s_l, [](int d) { return d; },
+      [&](int w, int g, int d) { return s_acc[(w * G + g) * D + d]; }, [](float x) { return exp2f(x); });
 }
 
 template <int D>
@@ -393,28 +360,10 @@ int attention_exact_heads_per_cta(int64_t head_dim) {
 cudaError_t launch_attention_exact(const PagedAttentionArgs& a, const KvCacheLayer& c, const AttentionPlan& plan,
                                    unsigned* err, cudaStream_t s) {
   if (a.num_tokens <= 0) return cudaSuccess;
-  if (a.num_tokens > 0x7fffffffLL || a.num_seqs <= 0 || c.num_kv_heads <= 0 || a.num_heads % c.num_kv_heads != 0)
-    return cudaErrorInvalidValue;
-  if (plan.num_splits < 1 || plan.grid_splits < plan.num_splits || (plan.num_splits > 1 && plan.split_len <= 0) ||
-      (plan.grid_splits > 1 && !plan.partial))
-    return cudaErrorInvalidValue;
+  if (!paged_shape_ok(a, c, 0x7fffffffLL) || !grid_plan_ok(plan)) return cudaErrorInvalidValue;
   AttnParams p{};
-  p.q = a.q;
-  p.out = a.out;
-  p.query_start = a.query_start;
-  p.context_lens = a.context_lens;
-  p.block_tables = a.block_tables;
-  p.k_cache = c.k;
-  p.v_cache = c.v;
+  static_cast<PagedKernelParams&>(p) = paged_kernel_params(a, c, err);
   p.partial = plan.partial;
-  p.err = err;
-  p.num_blocks = c.num_blocks;
-  p.num_seqs = static_cast<int>(a.num_seqs);
-  p.num_heads = static_cast<int>(a.num_heads);
-  p.num_kv_heads = static_cast<int>(c.num_kv_heads);
-  p.group = static_cast<int>(a.num_heads / c.num_kv_heads);
-  p.max_blocks_per_seq = static_cast<int>(a.max_blocks_per_seq);
-  p.block_size = static_cast<int>(c.block_size);
   p.num_splits = plan.num_splits;
   p.split_len = plan.split_len;
   p.grid_splits = plan.grid_splits;

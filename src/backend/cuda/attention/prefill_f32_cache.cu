@@ -11,6 +11,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
+#include "backend/cuda/attention/common.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma.cuh"
 
@@ -21,19 +22,8 @@ constexpr int kTileQ = 128;  // query rows per CTA (16 per warp)
 constexpr int kTileK = 64;   // keys per shared-memory tile
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
-constexpr float kLog2e = 1.4426950408889634f;
 
-struct FlashParams {
-  const float* q;               // [num_tokens, num_heads, D]
-  float* out;                   // [num_tokens, num_heads, D]
-  const int32_t* query_start;   // [num_seqs + 1]
-  const int32_t* context_lens;  // [num_seqs]
-  const int32_t* block_tables;  // [num_seqs, max_blocks_per_seq]
-  const void* k_cache;          // [num_blocks, block_size, num_kv_heads, D]
-  const void* v_cache;
-  unsigned* err;
-  int64_t num_blocks;
-  int num_seqs, num_heads, num_kv_heads, group, max_blocks_per_seq, block_size;
+struct FlashParams : PagedKernelParams {
   float scale_log2;  // softmax scale * K cache scale * log2(e)
   float v_scale;
 };
@@ -310,25 +300,10 @@ cudaError_t launch_d(const FlashParams& p, DType kv, int64_t num_tokens, cudaStr
 cudaError_t launch_attention_prefill_f32_cache(const PagedAttentionArgs& a, const KvCacheLayer& c, unsigned* err,
                                                cudaStream_t s) {
   if (a.num_tokens <= 0) return cudaSuccess;
-  if (a.num_tokens > 0x3fffffffLL || a.num_seqs <= 0 || c.num_kv_heads <= 0 || a.num_heads % c.num_kv_heads != 0)
-    return cudaErrorInvalidValue;
+  if (!paged_shape_ok(a, c, 0x3fffffffLL)) return cudaErrorInvalidValue;
   const bool fp8 = c.dtype == DType::kF8E4M3;
   FlashParams p{};
-  p.q = a.q;
-  p.out = a.out;
-  p.query_start = a.query_start;
-  p.context_lens = a.context_lens;
-  p.block_tables = a.block_tables;
-  p.k_cache = c.k;
-  p.v_cache = c.v;
-  p.err = err;
-  p.num_blocks = c.num_blocks;
-  p.num_seqs = static_cast<int>(a.num_seqs);
-  p.num_heads = static_cast<int>(a.num_heads);
-  p.num_kv_heads = static_cast<int>(c.num_kv_heads);
-  p.group = static_cast<int>(a.num_heads / c.num_kv_heads);
-  p.max_blocks_per_seq = static_cast<int>(a.max_blocks_per_seq);
-  p.block_size = static_cast<int>(c.block_size);
+  static_cast<PagedKernelParams&>(p) = paged_kernel_params(a, c, err);
   p.scale_log2 = a.scale * (fp8 ? c.k_scale : 1.0f) * kLog2e;
   p.v_scale = fp8 ? c.v_scale : 1.0f;
   if (c.head_dim == 64) return launch_d<64>(p, c.dtype, a.num_tokens, s);

@@ -34,22 +34,11 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kRowsPerCta = 128;  // (token, head) rows
 constexpr int kRowsPerWarp = 32;  // two m16 tiles
 constexpr int kSplitAlign = 64;   // split ranges start at multiples of every tile size
-constexpr float kLog2e = 1.4426950408889634f;
 
-struct PrefillParams {
-  const float* q;               // [num_tokens, num_heads, D]
-  float* out;                   // [num_tokens, num_heads, D]
-  const int32_t* query_start;   // [num_seqs + 1]
-  const int32_t* context_lens;  // [num_seqs]
-  const int32_t* block_tables;  // [num_seqs, max_blocks_per_seq]
-  const void* k_cache;          // [num_blocks, block_size, num_kv_heads, D]
-  const void* v_cache;
+struct PrefillParams : PagedKernelParams {
   float* partial;               // [num_tokens, num_heads, num_splits, D + 2] when num_splits > 1,
                                 // rows from first_row
-  unsigned* err;
-  int64_t num_blocks;
   int64_t first_row;            // query_start[0]: the launch's first query row
-  int num_seqs, num_heads, num_kv_heads, group, max_blocks_per_seq, block_size;
   int tokens_per_cta;  // kRowsPerCta / group
   int num_splits, split_len;  // split_len: a multiple of kSplitAlign
   float q_scale;      // softmax scale * log2(e), applied to Q
@@ -380,8 +369,7 @@ int64_t attention_prefill_ctas(int64_t num_tokens, int64_t group, int64_t num_kv
 cudaError_t launch_attention_prefill_sm80(const PagedAttentionArgs& a, const KvCacheLayer& c,
                                           const AttentionPlan& plan, unsigned* err, cudaStream_t s) {
   if (a.num_tokens <= 0) return cudaSuccess;
-  if (a.num_tokens > 0x3fffffffLL || a.num_seqs <= 0 || c.num_kv_heads <= 0 || a.num_heads % c.num_kv_heads != 0)
-    return cudaErrorInvalidValue;
+  if (!paged_shape_ok(a, c, 0x3fffffffLL)) return cudaErrorInvalidValue;
   if (c.dtype != DType::kBF16 && c.dtype != DType::kF8E4M3) return cudaErrorInvalidValue;
   const int64_t group = a.num_heads / c.num_kv_heads;
   if (group > kRowsPerCta) return cudaErrorInvalidValue;
@@ -389,23 +377,9 @@ cudaError_t launch_attention_prefill_sm80(const PagedAttentionArgs& a, const KvC
     return cudaErrorInvalidValue;
   const bool fp8 = c.dtype == DType::kF8E4M3;
   PrefillParams p{};
-  p.q = a.q;
-  p.out = a.out;
-  p.query_start = a.query_start;
-  p.context_lens = a.context_lens;
-  p.block_tables = a.block_tables;
-  p.k_cache = c.k;
-  p.v_cache = c.v;
+  static_cast<PagedKernelParams&>(p) = paged_kernel_params(a, c, err);
   p.partial = plan.partial;
   p.first_row = plan.first_row;
-  p.err = err;
-  p.num_blocks = c.num_blocks;
-  p.num_seqs = static_cast<int>(a.num_seqs);
-  p.num_heads = static_cast<int>(a.num_heads);
-  p.num_kv_heads = static_cast<int>(c.num_kv_heads);
-  p.group = static_cast<int>(group);
-  p.max_blocks_per_seq = static_cast<int>(a.max_blocks_per_seq);
-  p.block_size = static_cast<int>(c.block_size);
   p.tokens_per_cta = static_cast<int>(kRowsPerCta / group);
   p.num_splits = plan.num_splits;
   p.split_len = plan.split_len;

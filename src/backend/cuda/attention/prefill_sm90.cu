@@ -118,8 +118,7 @@ cudaError_t launch_attention_prefill_sm90(const PagedAttentionArgs& a, const KvC
                                           const AttentionPlan& plan, Fp8AttentionMath fp8_math, unsigned* err,
                                           cudaStream_t s) {
   if (a.num_tokens <= 0) return cudaSuccess;
-  if (a.num_tokens > 0x3fffffffLL || a.num_seqs <= 0 || c.num_kv_heads <= 0 || a.num_heads % c.num_kv_heads != 0)
-    return cudaErrorInvalidValue;
+  if (!paged_shape_ok(a, c, 0x3fffffffLL)) return cudaErrorInvalidValue;
   if ((c.dtype != DType::kBF16 && c.dtype != DType::kF8E4M3) || (c.head_dim != 64 && c.head_dim != 128))
     return cudaErrorInvalidValue;
   const bool fp8 = c.dtype == DType::kF8E4M3;
@@ -128,23 +127,9 @@ cudaError_t launch_attention_prefill_sm90(const PagedAttentionArgs& a, const KvC
   if (plan.num_splits < 1 || (plan.num_splits > 1 && (!plan.partial || plan.split_len <= 0)))
     return cudaErrorInvalidValue;
   Sm90Params p{};
-  p.q = a.q;
-  p.out = a.out;
-  p.query_start = a.query_start;
-  p.context_lens = a.context_lens;
-  p.block_tables = a.block_tables;
-  p.k_cache = c.k;
-  p.v_cache = c.v;
+  static_cast<PagedKernelParams&>(p) = paged_kernel_params(a, c, err);
   p.partial = plan.partial;
   p.first_row = plan.first_row;
-  p.err = err;
-  p.num_blocks = c.num_blocks;
-  p.num_seqs = static_cast<int>(a.num_seqs);
-  p.num_heads = static_cast<int>(a.num_heads);
-  p.num_kv_heads = static_cast<int>(c.num_kv_heads);
-  p.group = static_cast<int>(group);
-  p.max_blocks_per_seq = static_cast<int>(a.max_blocks_per_seq);
-  p.block_size = static_cast<int>(c.block_size);
   p.tokens_per_cta = static_cast<int>(kRows / group);
   // At most one partial tile per sequence beyond num_tokens / tokens_per_cta.
   p.tiles = static_cast<int>((a.num_tokens + p.tokens_per_cta - 1) / p.tokens_per_cta + a.num_seqs);

@@ -18,22 +18,11 @@ namespace lancet::cuda::prefill_sm90 {
 constexpr int kRows = 128;        // (token, head) rows per CTA
 constexpr int kKeys = 128;        // keys per tile
 constexpr int kThreads = 384;     // producer warpgroup + two consumer warpgroups
-constexpr float kLog2e = 1.4426950408889634f;
 
-struct Sm90Params {
-  const float* q;               // [num_tokens, num_heads, D]
-  float* out;                   // [num_tokens, num_heads, D]
-  const int32_t* query_start;   // [num_seqs + 1]
-  const int32_t* context_lens;  // [num_seqs]
-  const int32_t* block_tables;  // [num_seqs, max_blocks_per_seq]
-  const void* k_cache;          // [num_blocks, block_size, num_kv_heads, D] (bf16 or e4m3)
-  const void* v_cache;
+struct Sm90Params : PagedKernelParams {  // a bf16 or e4m3 cache
   float* partial;               // [num_tokens, num_heads, num_splits, D + 2] when num_splits > 1,
                                 // rows from first_row
-  unsigned* err;
-  int64_t num_blocks;
   int64_t first_row;            // query_start[0]: the launch's first query row
-  int num_seqs, num_heads, num_kv_heads, group, max_blocks_per_seq, block_size;
   int tokens_per_cta;  // kRows / group
   int tiles;           // bound on the (sequence, token tile) pairs of the batch
   int num_splits, split_len;
