@@ -148,9 +148,11 @@ __device__ __forceinline__ void produce_fp8(const Sm90Params& p, const CtaWork& 
 // quad position t, byte i) is key 2t + (i & 1) + 8 (i >> 1): the four keys whose scores that
 // lane's S accumulators hold for one row. Lane L handles dims 4m .. 4m + 3 (m = L mod D/4) over
 // its share of the 8 slot groups; each 4 x 4 byte block (4 keys x 4 dims) takes four 4-byte
-// loads, a byte transpose and four 4-byte stores. The order of slot groups and of the four
-// rows written is rotated per lane, so that neither the loads nor the swizzled stores collide
-// on shared-memory banks. Then the thread arrives on the stage's full barrier.
+// loads, a byte transpose in eight byte permutes (pairs of keys, then pairs of pairs) and four
+// 4-byte stores. The order of slot groups and of the four rows written is rotated per lane, so
+// that neither the loads nor the swizzled stores collide on shared-memory banks; the rotation
+// lives in the first permutes' selectors, made once per lane. Then the thread arrives on the
+// stage's full barrier.
 template <int D>
 __device__ __forceinline__ void transpose_v_tile(const Ring& r, int it, const unsigned char* src_slot,
                                                  unsigned char* dst) {
@@ -159,6 +161,16 @@ __device__ __forceinline__ void transpose_v_tile(const Ring& r, int it, const un
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int m = lane % kDimGroups, lg = lane / kDimGroups;
   const int rot = (m / 2) % 4;
+  // The k-th row this lane writes is dim 4m + q[k], q[k] = (k + rot) % 4: byte q[k] of each
+  // key's word. sel01 pairs keys 0, 1 (and 2, 3) at bytes q[0], q[1]; sel23 at q[2], q[3].
+  int q[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) q[k] = (k + rot) % 4;
+  auto pair_sel = [](int a, int b) {
+    return static_cast<unsigned>(a) | static_cast<unsigned>(a + 4) << 4 | static_cast<unsigned>(b) << 8 |
+           static_cast<unsigned>(b + 4) << 12;
+  };
+  const unsigned sel01 = pair_sel(q[0], q[1]), sel23 = pair_sel(q[2], q[3]);
   wait_empty(r, it);
   __syncwarp();
 #pragma unroll
@@ -171,15 +183,15 @@ __device__ __forceinline__ void transpose_v_tile(const Ring& r, int it, const un
     const unsigned x2 = *reinterpret_cast<const unsigned*>(src_slot + (k0 + 8) * D + 4 * m);
     const unsigned x3 = *reinterpret_cast<const unsigned*>(src_slot + (k0 + 9) * D + 4 * m);
     const int chunk = warp * 2 + half;  // 16-byte chunk of the row: slots 16 chunk .. + 15
+    // p01 = {x0, x1 at byte q[0]; x0, x1 at byte q[1]}, p23 likewise at q[2], q[3]; the same
+    // of x2, x3 in r01, r23; then row k takes its two halves from one p and one r.
+    const unsigned p01 = __byte_perm(x0, x1, sel01), p23 = __byte_perm(x0, x1, sel23);
+    const unsigned r01 = __byte_perm(x2, x3, sel01), r23 = __byte_perm(x2, x3, sel23);
+    const unsigned y[4] = {__byte_perm(p01, r01, 0x5410), __byte_perm(p01, r01, 0x7632),
+                           __byte_perm(p23, r23, 0x5410), __byte_perm(p23, r23, 0x7632)};
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const int q = (k + rot) % 4;  // dim 4m + q: byte q of each key's word
-      const unsigned sel = static_cast<unsigned>(q) | static_cast<unsigned>(q + 4) << 4;
-      const unsigned lo = __byte_perm(x0, x1, sel), hi = __byte_perm(x2, x3, sel);
-      const unsigned y = __byte_perm(lo, hi, 0x5410);
-      const int d = 4 * m + q;
-      *reinterpret_cast<unsigned*>(dst + sm90::swizzled_offset(d, chunk) + 4 * t) = y;
-    }
+    for (int k = 0; k < 4; ++k)
+      *reinterpret_cast<unsigned*>(dst + sm90::swizzled_offset(4 * m + q[k], chunk) + 4 * t) = y[k];
   }
   sm90::fence_proxy_async();
   sm90::mbar_arrive(r.full_bar(it));
