@@ -15,7 +15,6 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/async_engine.h"
-#include "engine/successor_logits.h"
 #include "server/batch_job.h"
 #include "server/batch_lines.h"
 #include "server/batch_manager.h"
@@ -25,6 +24,7 @@
 #include "server/httplib_include.h"
 #include "server/serving_model.h"
 #include "test_paths.h"
+#include "token_id_model.h"
 
 namespace lancet::server {
 namespace {
@@ -32,51 +32,17 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
-// Next token = last + 1 (mod 100); never an end token; one millisecond a step.
-class SuccessorModel : public ModelExecutor {
- public:
-  int64_t vocab_size() const override { return 100; }
-  int32_t block_size() const override { return 16; }
-  int64_t num_blocks() const override { return 400; }
-  Status execute(std::span<const SeqStepInput> batch, std::vector<float>* logits) override {
-    testing::successor_logits(batch, 100, logits);
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    return OkStatus();
-  }
-};
-
-// Token-id prompts only (no tokenizer): chat requests fail with 400, as they would on such a model.
-class FakeServingModel : public ServingModel {
- public:
-  explicit FakeServingModel(AsyncEngine* engine) : engine_(engine) {}
-  std::string name() const override { return "fake"; }
-  int64_t max_model_len() const override { return 4096; }
-  int64_t vocab_size() const override { return 100; }
-  bool has_tokenizer() const override { return false; }
-  bool has_chat_template() const override { return false; }
-  StatusOr<std::vector<int32_t>> encode(const std::string&, bool) const override { return InvalidArgument("no tokenizer"); }
-  StatusOr<std::vector<int32_t>> encode_chat(const nlohmann::ordered_json&, const server::ChatEnding&) const override {
-    return InvalidArgument("this model has no chat template");
-  }
-  std::string decode(std::span<const int32_t>) const override { return ""; }
-  std::string token_text(int32_t) const override { return ""; }
-  AsyncEngine& engine() override { return *engine_; }
-
- private:
-  AsyncEngine* engine_;
-};
-
 struct FakeStack {
-  SuccessorModel executor;
+  testing::MillisecondSuccessorModel executor;
   std::unique_ptr<Engine> engine;
   std::unique_ptr<AsyncEngine> async;
-  std::unique_ptr<FakeServingModel> model;
+  std::unique_ptr<testing::TokenIdServingModel> model;
   FakeStack() {
     EngineConfig ec;
     ec.scheduler = {.max_num_batched_tokens = 256, .max_num_seqs = 16, .max_model_len = 4096};
     engine = std::make_unique<Engine>(ec, &executor);
     async = std::make_unique<AsyncEngine>(engine.get());
-    model = std::make_unique<FakeServingModel>(async.get());
+    model = std::make_unique<testing::TokenIdServingModel>(async.get());
   }
 };
 

@@ -11,50 +11,15 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/async_engine.h"
-#include "engine/successor_logits.h"
 #include "server/http_server.h"
 #include "server/httplib_include.h"
 #include "server/serving_model.h"
+#include "token_id_model.h"
 
 namespace lancet::server {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Next token = last + 1 (mod 100); never an end token. 3000 tokens take at least 3 s.
-class MillisecondModel : public ModelExecutor {
- public:
-  int64_t vocab_size() const override { return 100; }
-  int32_t block_size() const override { return 16; }
-  int64_t num_blocks() const override { return 400; }
-  Status execute(std::span<const SeqStepInput> batch, std::vector<float>* logits) override {
-    testing::successor_logits(batch, 100, logits);
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    return OkStatus();
-  }
-};
-
-class EngineModel : public ServingModel {
- public:
-  explicit EngineModel(AsyncEngine* engine) : engine_(engine) {}
-  std::string name() const override { return "fake"; }
-  int64_t max_model_len() const override { return 4096; }
-  int64_t vocab_size() const override { return 100; }
-  bool has_tokenizer() const override { return false; }
-  bool has_chat_template() const override { return false; }
-  StatusOr<std::vector<int32_t>> encode(const std::string&, bool) const override {
-    return InvalidArgument("no tokenizer");
-  }
-  StatusOr<std::vector<int32_t>> encode_chat(const nlohmann::ordered_json&, const server::ChatEnding&) const override {
-    return InvalidArgument("no tokenizer");
-  }
-  std::string decode(std::span<const int32_t>) const override { return ""; }
-  std::string token_text(int32_t) const override { return ""; }
-  AsyncEngine& engine() override { return *engine_; }
-
- private:
-  AsyncEngine* engine_;
-};
 
 constexpr int kLongRequest = 3000;  // tokens; at least 3 s of steps
 
@@ -65,7 +30,7 @@ class CompletionLifecycle : public ::testing::Test {
     ec.scheduler = {.max_num_batched_tokens = 256, .max_num_seqs = 8, .max_model_len = 4096};
     engine_ = std::make_unique<Engine>(ec, &executor_);
     async_ = std::make_unique<AsyncEngine>(engine_.get());
-    model_ = std::make_unique<EngineModel>(async_.get());
+    model_ = std::make_unique<testing::TokenIdServingModel>(async_.get());
     ServerConfig cfg;
     cfg.port = 0;
     cfg.max_concurrent_requests = 4;
@@ -96,10 +61,10 @@ class CompletionLifecycle : public ::testing::Test {
     return nlohmann::json{{"prompt", {1, 2, 3}}, {"max_tokens", kLongRequest}, {"stream", stream}}.dump();
   }
 
-  MillisecondModel executor_;
+  testing::MillisecondSuccessorModel executor_;  // 3000 tokens take at least 3 s
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<AsyncEngine> async_;
-  std::unique_ptr<EngineModel> model_;
+  std::unique_ptr<testing::TokenIdServingModel> model_;
   std::unique_ptr<HttpServer> server_;
   std::thread thread_;
 };

@@ -11,6 +11,7 @@
 #include "server/completion_session.h"
 #include "server/metrics.h"
 #include "server/openai_json.h"
+#include "token_id_model.h"
 
 namespace lancet::server {
 namespace {
@@ -48,24 +49,6 @@ TEST(GuardModel, TaskTextCarriesTheConversationAndTheCategories) {
   EXPECT_NE(a.find("ONLY THE LAST Agent message"), std::string::npos);
 }
 
-// A model whose engine is never reached in these cases (the guard answers first, or encoding
-// fails for want of a tokenizer).
-class NoEngineModel : public ServingModel {
- public:
-  std::string name() const override { return "m"; }
-  int64_t max_model_len() const override { return 128; }
-  int64_t vocab_size() const override { return 10; }
-  bool has_tokenizer() const override { return false; }
-  bool has_chat_template() const override { return false; }
-  StatusOr<std::vector<int32_t>> encode(const std::string&, bool) const override { return InvalidArgument("no tokenizer"); }
-  StatusOr<std::vector<int32_t>> encode_chat(const nlohmann::ordered_json&, const ChatEnding&) const override {
-    return InvalidArgument("no tokenizer");
-  }
-  std::string decode(std::span<const int32_t>) const override { return ""; }
-  std::string token_text(int32_t) const override { return ""; }
-  AsyncEngine& engine() override { std::abort(); }
-};
-
 // A guard that answers as told, and records what it was asked.
 class ScriptedGuard : public GuardModel {
  public:
@@ -84,7 +67,9 @@ std::optional<ApiError> submit(const std::string& body, const GuardModel& guard,
   ApiRequest req;
   const auto err = chat ? parse_chat_request(body, RequestLimits{}, &req) : parse_completion_request(body, RequestLimits{}, &req);
   EXPECT_FALSE(err.has_value());
-  NoEngineModel model;
+  // Its engine is never reached here: the guard answers first, or encoding fails for want of a
+  // tokenizer.
+  testing::TokenIdServingModel model(nullptr, "m", 128, 10);
   CompletionSession session(&model, metrics, std::move(req), 0);
   session.set_guard_model(&guard);
   return session.submit();
