@@ -9,6 +9,7 @@
 
 #include "engine/context_logits.h"
 #include "engine/engine.h"
+#include "engine/fake_paged_model.h"
 #include "runner/prompt_logprobs.h"
 
 namespace lancet {
@@ -27,23 +28,18 @@ std::vector<float> reference_row(const std::vector<int32_t>& ctx) {
 // Logits rows as the executor contract says: logits_offsets when given, else the last token.
 class FakePagedModel : public ModelExecutor {
  public:
-  FakePagedModel(int64_t blocks, int32_t bs) : blocks_(blocks), bs_(bs), cache_(blocks * bs, -1) {}
+  FakePagedModel(int64_t blocks, int32_t bs) : blocks_(blocks), bs_(bs), cache_(blocks, bs) {}
   int64_t vocab_size() const override { return kVocab; }
   int32_t block_size() const override { return bs_; }
   int64_t num_blocks() const override { return blocks_; }
   Status execute(std::span<const SeqStepInput> batch, std::vector<float>* logits) override {
     logits->clear();
     for (const SeqStepInput& in : batch) {
-      for (size_t j = 0; j < in.tokens.size(); ++j) {
-        const int64_t p = in.start_pos + static_cast<int64_t>(j);
-        cache_[in.block_table[p / bs_] * bs_ + p % bs_] = in.tokens[j];
-      }
+      RETURN_IF_ERROR(cache_.write(in));
       std::vector<int32_t> rows(in.logits_offsets.begin(), in.logits_offsets.end());
       if (rows.empty() && in.logits_rows() > 0) rows.push_back(static_cast<int32_t>(in.tokens.size()) - 1);
       for (int32_t off : rows) {
-        std::vector<int32_t> ctx(static_cast<size_t>(in.start_pos + off + 1));
-        for (int64_t p = 0; p < static_cast<int64_t>(ctx.size()); ++p) ctx[p] = cache_[in.block_table[p / bs_] * bs_ + p % bs_];
-        const std::vector<float> row = reference_row(ctx);
+        const std::vector<float> row = reference_row(cache_.context(in, in.start_pos + off + 1));
         logits->insert(logits->end(), row.begin(), row.end());
       }
     }
@@ -53,7 +49,7 @@ class FakePagedModel : public ModelExecutor {
  private:
   int64_t blocks_;
   int32_t bs_;
-  std::vector<int32_t> cache_;
+  testing::PagedTokenCache cache_;
 };
 
 struct Result {

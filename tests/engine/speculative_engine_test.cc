@@ -13,6 +13,7 @@
 #include <random>
 
 #include "engine/engine_run_util.h"
+#include "engine/fake_paged_model.h"
 
 namespace lancet {
 namespace {
@@ -26,23 +27,17 @@ float logit(const std::vector<int32_t>& ctx, int32_t v, uint64_t salt) {
 class FakeModel : public ModelExecutor {
  public:
   FakeModel(int64_t blocks, int32_t bs, uint64_t salt = 0, int perturb_every = 0)
-      : blocks_(blocks), bs_(bs), salt_(salt), perturb_(perturb_every), cache_(blocks * bs, -1) {}
+      : blocks_(blocks), bs_(bs), salt_(salt), perturb_(perturb_every), cache_(blocks, bs) {}
   int64_t vocab_size() const override { return kVocab; }
   int32_t block_size() const override { return bs_; }
   int64_t num_blocks() const override { return blocks_; }
   Status execute(std::span<const SeqStepInput> batch, std::vector<float>* logits) override {
     logits->clear();
     for (const SeqStepInput& in : batch) {
-      for (size_t j = 0; j < in.tokens.size(); ++j) {
-        const int64_t p = in.start_pos + static_cast<int64_t>(j);
-        if (p / bs_ >= static_cast<int64_t>(in.block_table.size())) return Internal("block table too short");
-        cache_[in.block_table[p / bs_] * bs_ + p % bs_] = in.tokens[j];
-      }
+      RETURN_IF_ERROR(cache_.write(in));
       const int64_t end = in.start_pos + static_cast<int64_t>(in.tokens.size());
       for (int64_t r = in.logits_rows(); r > 0; --r) {
-        std::vector<int32_t> ctx(end - r + 1);
-        for (int64_t p = 0; p < static_cast<int64_t>(ctx.size()); ++p)
-          ctx[p] = cache_[in.block_table[p / bs_] * bs_ + p % bs_];
+        const std::vector<int32_t> ctx = cache_.context(in, end - r + 1);
         for (int32_t v = 0; v < kVocab; ++v) {
           float x = logit(ctx, v, 0);
           // A draft that disagrees with the target now and then.
@@ -61,7 +56,7 @@ class FakeModel : public ModelExecutor {
   int32_t bs_;
   uint64_t salt_;
   int perturb_;
-  std::vector<int32_t> cache_;
+  testing::PagedTokenCache cache_;
   int64_t calls_ = 0;
 };
 
