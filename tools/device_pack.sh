@@ -2,7 +2,7 @@
 # Packs binaries built here for a GPU machine that has the CUDA runtime but none of the Debian
 # -dev packages: one archive (devrun/pack.tar.xz, under the 64 MiB a device call carries) with
 #   NAME/...  the stripped binaries of each build named on the command line (lancet,
-#             bench_ops_cuda when built, and tests/test_* that exist),
+#             bench_ops_cuda and cublaslt_fp8_probe when built, and tests/test_* that exist),
 #   lib/      the shared libraries they link that are neither part of the C runtime nor CUDA's,
 #   shared/   ../shared/fixtures and ../shared/reference (the tests' reference data).
 # On the device, from the repository root: `source tools/device_unpack.sh` unpacks it to /tmp/x,
@@ -26,7 +26,9 @@ for spec in "$@"; do
   mkdir -p "$stage/$name/tests"
   cp "$build/lancet" "$stage/$name/"
   bins+=("$build/lancet")
-  [[ -x $build/bench_ops_cuda ]] && cp "$build/bench_ops_cuda" "$stage/$name/"
+  for tool in bench_ops_cuda cublaslt_fp8_probe; do
+    [[ -x $build/$tool ]] && cp "$build/$tool" "$stage/$name/"
+  done
   for t in $TESTS; do
     [[ -x $build/tests/$t ]] || continue
     cp "$build/tests/$t" "$stage/$name/tests/"
