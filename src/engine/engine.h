@@ -195,14 +195,14 @@ class Engine {
   // What a step's runner batch points into, kept for the step.
   struct BatchStorage {
     std::vector<std::vector<int32_t>> spec_inputs;     // [last token, drafts...] of a verifying sequence
-    std::vector<int32_t> fed_inputs;                   // new tokens ending in an in-flight placeholder, in turn
+    std::vector<int32_t> fed_inputs;                   // new tokens whose last is in flight (a stand-in id), in turn
     std::vector<std::vector<int32_t>> prompt_offsets;  // logits rows of a sequence that scores its prompt
   };
   // The step, after scheduling: the scheduled sequences as the runner reads them, the runner's
   // tokens and verified draft runs per sequence, and the update (append, stop rules, events,
   // frees). Under asynchronous scheduling a sequence's last new token may be in flight: its
-  // input ends in a placeholder (in fed_inputs, one array for the step) and `feeds` names it
-  // (null: synchronous step).
+  // input ends in a stand-in id that the device replaces with the sampled token (the inputs in
+  // fed_inputs, one array for the step), and `feeds` names where (null: synchronous step).
   std::vector<RunnerSeq> runner_batch(const SchedulerOutput& out, BatchStorage* storage,
                                       std::vector<TokenFeed>* feeds = nullptr);
   // A prompt chunk of a sequence that scores its prompt: logits rows at every position whose
