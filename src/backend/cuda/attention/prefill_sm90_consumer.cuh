@@ -205,29 +205,15 @@ __device__ __forceinline__ void softmax_tile(float (&s)[64], unsigned (&pa)[kPvS
         if (kpos > st.qpos[e >> 1] || kpos >= ke) s[j * 4 + e] = -INFINITY;
       }
   }
-  // Both rows' maxima first, each as a tree (5 dependent steps instead of 16 in a chain; the
-  // maximum is the same whatever the order), so their latencies overlap before the exps.
-  float row_max[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float m[kKeys / 16];
-#pragma unroll
-    for (int j = 0; j < kKeys / 16; ++j)
-      m[j] = fmaxf(fmaxf(s[8 * j + 2 * h], s[8 * j + 2 * h + 1]), fmaxf(s[8 * j + 4 + 2 * h], s[8 * j + 5 + 2 * h]));
-#pragma unroll
-    for (int w = kKeys / 32; w >= 1; w /= 2)
-#pragma unroll
-      for (int j = 0; j < w; ++j) m[j] = fmaxf(m[j], m[j + w]);
-    row_max[h] = m[0];
-  }
-#pragma unroll
-  for (int h = 0; h < 2; ++h) row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(0xffffffffu, row_max[h], 1));
-#pragma unroll
-  for (int h = 0; h < 2; ++h) row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(0xffffffffu, row_max[h], 2));
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const float c = st.c[h];
-    const float mx = fmaxf(st.m[h], row_max[h]);
+    float mx = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < kKeys / 8; ++j) mx = fmaxf(mx, fmaxf(s[j * 4 + 2 * h], s[j * 4 + 2 * h + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    mx = fmaxf(st.m[h], mx);
     // Rows with every key masked so far keep m = -inf; 0 as their base makes every p 0.
     const float base_l2 = mx == -INFINITY ? 0.0f : mx * c;
     const float corr = sm90::fast_exp2(st.m[h] * c - base_l2);
