@@ -5,9 +5,13 @@
 // (what the backend runs), the fastest, and the fastest one's configuration (algorithm id,
 // tile, stages, split-K, reduction, swizzle, cluster), so a faster choice can be pinned.
 // Operands are random E4M3 codes by default (a GEMM on random data draws more power, and so
-// runs at lower clocks, than on constant data); `constant` fills them with one code.
+// runs at lower clocks, than on constant data); `constant` fills them with one code. With
+// `enumerate`, the candidates are not the heuristic's but every configuration cuBLASLt accepts
+// for the call (each algorithm id's tiles and stage counts, cluster shapes auto / 1x1 / 2x1 /
+// 1x2, split-K 1 / 2 / 4 where supported; up to MAX_ALGOS of them), to find what the heuristic
+// does not offer. SHAPE_FILTER is a substring of the case's label ("q/o n=512").
 //   g++ -O2 -std=c++17 -I$CUDA/include bench/cuda/cublaslt_fp8_probe.cc -L$CUDA/lib64 -lcublasLt -lcudart
-//   ./a.out [random|constant] [MAX_ALGOS=32] [SHAPE_FILTER]
+//   ./a.out [random|constant] [MAX_ALGOS=32] [SHAPE_FILTER] [heuristic|enumerate]
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
@@ -57,15 +61,71 @@ void fill_codes(void* dev, size_t bytes, bool random, uint32_t seed) {
     cudaMemcpy(static_cast<uint8_t*>(dev) + off, h.data(), std::min(h.size(), bytes - off), cudaMemcpyHostToDevice);
 }
 
+// A configuration attribute of its own width (the cluster shape is 16 bits, the others 32).
+template <typename T = uint32_t>
 int config(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr) {
-  uint32_t v = 0;  // every attribute read here fits 32 bits (the smaller ones are zero-extended)
+  T v = 0;
   size_t written = 0;
   if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, sizeof(v), &written) != CUBLAS_STATUS_SUCCESS) return -1;
   return static_cast<int>(v);
 }
 
+// A capability that is an array of uint32_t (tile or stage ids).
+std::vector<uint32_t> cap_ids(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoCapAttributes_t attr) {
+  size_t bytes = 0;
+  if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, nullptr, 0, &bytes) != CUBLAS_STATUS_SUCCESS || bytes == 0) return {};
+  std::vector<uint32_t> ids(bytes / sizeof(uint32_t));
+  if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, ids.data(), bytes, &bytes) != CUBLAS_STATUS_SUCCESS) return {};
+  return ids;
+}
+
+// Every configuration cuBLASLt accepts for the call (cublasLtMatmulAlgoCheck), up to `limit`.
+std::vector<cublasLtMatmulAlgo_t> enumerate_algos(cublasLtHandle_t lt, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a,
+                                                  cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, cudaDataType_t out,
+                                                  int limit) {
+  std::vector<cublasLtMatmulAlgo_t> algos;
+  int ids[128], n_ids = 0;
+  if (cublasLtMatmulAlgoGetIds(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_8F_E4M3, CUDA_R_8F_E4M3, out, out, 128, ids,
+                               &n_ids) != CUBLAS_STATUS_SUCCESS)
+    return algos;
+  for (int i = 0; i < n_ids && static_cast<int>(algos.size()) < limit; ++i) {
+    cublasLtMatmulAlgo_t base;
+    if (cublasLtMatmulAlgoInit(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_8F_E4M3, CUDA_R_8F_E4M3, out, out, ids[i],
+                               &base) != CUBLAS_STATUS_SUCCESS)
+      continue;
+    std::vector<uint32_t> tiles = cap_ids(base, CUBLASLT_ALGO_CAP_TILE_IDS), stages = cap_ids(base, CUBLASLT_ALGO_CAP_STAGES_IDS);
+    if (tiles.empty()) tiles.push_back(CUBLASLT_MATMUL_TILE_UNDEFINED);
+    if (stages.empty()) stages.push_back(CUBLASLT_MATMUL_STAGES_UNDEFINED);
+    int32_t splitk_ok = 0;
+    size_t w = 0;
+    cublasLtMatmulAlgoCapGetAttribute(&base, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &splitk_ok, sizeof(splitk_ok), &w);
+    for (uint32_t tile : tiles)
+      for (uint32_t stage : stages)
+        for (uint16_t cluster : {uint16_t{CUBLASLT_CLUSTER_SHAPE_AUTO}, uint16_t{CUBLASLT_CLUSTER_SHAPE_1x1x1},
+                                 uint16_t{CUBLASLT_CLUSTER_SHAPE_2x1x1}, uint16_t{CUBLASLT_CLUSTER_SHAPE_1x2x1}})
+          for (int32_t splitk : {1, 2, 4}) {
+            if (splitk > 1 && !splitk_ok) continue;
+            if (static_cast<int>(algos.size()) >= limit) return algos;
+            cublasLtMatmulAlgo_t al = base;
+            cublasLtMatmulAlgoConfigSetAttribute(&al, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile));
+            cublasLtMatmulAlgoConfigSetAttribute(&al, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stage, sizeof(stage));
+            cublasLtMatmulAlgoConfigSetAttribute(&al, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof(cluster));
+            cublasLtMatmulAlgoConfigSetAttribute(&al, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof(splitk));
+            if (splitk > 1) {
+              const uint32_t red = CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
+              cublasLtMatmulAlgoConfigSetAttribute(&al, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red, sizeof(red));
+            }
+            cublasLtMatmulHeuristicResult_t r{};
+            if (cublasLtMatmulAlgoCheck(lt, op, a, b, c, c, &al, &r) != CUBLAS_STATUS_SUCCESS) continue;
+            if (r.workspaceSize > kWorkspace) continue;
+            algos.push_back(al);
+          }
+  }
+  return algos;
+}
+
 // One shape and output type: every offered algorithm timed; prints one RESULT line.
-void probe(cublasLtHandle_t lt, const Shape& s, cudaDataType_t out, int max_algos, const Operands& o) {
+void probe(cublasLtHandle_t lt, const Shape& s, cudaDataType_t out, int max_algos, bool enumerate, const Operands& o) {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulPreference_t pref = nullptr;
@@ -89,10 +149,16 @@ void probe(cublasLtHandle_t lt, const Shape& s, cudaDataType_t out, int max_algo
               ok(cublasLtMatmulPreferenceCreate(&pref), "preference") &&
               ok(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof(wsb)),
                  "workspace");
-  std::vector<cublasLtMatmulHeuristicResult_t> res(static_cast<size_t>(max_algos));
-  int found = 0;
-  if (good)
-    good = ok(cublasLtMatmulAlgoGetHeuristic(lt, op, a, b, c, c, pref, max_algos, res.data(), &found), "heuristic");
+  std::vector<cublasLtMatmulAlgo_t> algos;
+  if (good && enumerate) {
+    algos = enumerate_algos(lt, op, a, b, c, out, max_algos);
+  } else if (good) {
+    std::vector<cublasLtMatmulHeuristicResult_t> res(static_cast<size_t>(max_algos));
+    int n = 0;
+    good = ok(cublasLtMatmulAlgoGetHeuristic(lt, op, a, b, c, c, pref, max_algos, res.data(), &n), "heuristic");
+    for (int i = 0; good && i < n; ++i) algos.push_back(res[static_cast<size_t>(i)].algo);
+  }
+  const int found = static_cast<int>(algos.size());
   const char* dt = out == CUDA_R_32F ? "f32" : "bf16";
   if (good && found > 0) {
     cudaEvent_t e0, e1;
@@ -101,10 +167,11 @@ void probe(cublasLtHandle_t lt, const Shape& s, cudaDataType_t out, int max_algo
     const float alpha = 1, beta = 0;
     double first = -1, best = 1e30;
     int best_i = -1;
-    const int reps = s.n * static_cast<double>(s.m) * s.k > 1e11 ? 20 : 100;
+    const int reps = s.n * static_cast<double>(s.m) * s.k > 1e11 ? 20 : enumerate ? 30 : 100;
     for (int i = 0; i < found; ++i) {
       auto call = [&] {
-        return cublasLtMatmul(lt, op, &alpha, o.w, a, o.x, b, &beta, o.y, c, o.y, c, &res[i].algo, o.ws, kWorkspace, 0);
+        return cublasLtMatmul(lt, op, &alpha, o.w, a, o.x, b, &beta, o.y, c, o.y, c, &algos[static_cast<size_t>(i)], o.ws,
+                              kWorkspace, 0);
       };
       bool ran = call() == CUBLAS_STATUS_SUCCESS;
       for (int r = 0; ran && r < 4; ++r) ran = call() == CUBLAS_STATUS_SUCCESS;
@@ -121,7 +188,7 @@ void probe(cublasLtHandle_t lt, const Shape& s, cudaDataType_t out, int max_algo
     }
     const double flop = 2.0 * s.n * static_cast<double>(s.m) * s.k;
     if (best_i >= 0) {
-      const cublasLtMatmulAlgo_t& al = res[best_i].algo;
+      const cublasLtMatmulAlgo_t& al = algos[static_cast<size_t>(best_i)];
       std::printf(
           "RESULT %-14s n=%-5d m=%-6d k=%-6d D=%-4s algos=%-3d first %8.1f us %6.0f TFLOP/s  best #%-2d %8.1f us %6.0f "
           "TFLOP/s  id=%d tile=%d stages=%d splitk=%d reduction=%d swizzle=%d cluster=%d\n",
@@ -129,7 +196,7 @@ void probe(cublasLtHandle_t lt, const Shape& s, cudaDataType_t out, int max_algo
           flop / best / 1e6, config(al, CUBLASLT_ALGO_CONFIG_ID), config(al, CUBLASLT_ALGO_CONFIG_TILE_ID),
           config(al, CUBLASLT_ALGO_CONFIG_STAGES_ID), config(al, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
           config(al, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME), config(al, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING),
-          config(al, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
+          config<uint16_t>(al, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
     } else {
       std::printf("RESULT %-14s n=%-5d m=%-6d k=%-6d D=%-4s no algorithm ran\n", s.name, s.n, s.m, s.k, dt);
     }
@@ -150,6 +217,7 @@ int main(int argc, char** argv) {
   const bool random = argc < 2 || std::strcmp(argv[1], "constant") != 0;
   const int max_algos = argc > 2 ? std::max(1, std::atoi(argv[2])) : 32;
   const std::string filter = argc > 3 ? argv[3] : "";
+  const bool enumerate = argc > 4 && std::strcmp(argv[4], "enumerate") == 0;
   const std::vector<Shape> shapes = {
       {"q/o", 4096, 4096, 4096},        {"qkv", 4096, 6144, 4096},      {"gate/up", 4096, 14336, 4096},
       {"gate_up", 4096, 28672, 4096},   {"down", 4096, 4096, 14336},    {"q/o", 512, 4096, 4096},
@@ -170,10 +238,12 @@ int main(int argc, char** argv) {
   const std::vector<float> scales(57344, 0.01f);
   cudaMemcpy(o.w_scale, scales.data(), 57344 * 4, cudaMemcpyHostToDevice);
   cudaMemcpy(o.x_scale, scales.data(), 4096 * 4, cudaMemcpyHostToDevice);
-  std::printf("operands: %s codes; up to %d algorithms per case\n", random ? "random" : "constant", max_algos);
+  std::printf("operands: %s codes; up to %d %s per case\n", random ? "random" : "constant", max_algos,
+              enumerate ? "enumerated configurations" : "heuristic algorithms");
   for (const Shape& s : shapes) {
-    if (!filter.empty() && std::string(s.name).find(filter) == std::string::npos) continue;
-    for (cudaDataType_t out : {CUDA_R_32F, CUDA_R_16BF}) probe(lt, s, out, max_algos, o);
+    const std::string label = std::string(s.name) + " n=" + std::to_string(s.n);
+    if (!filter.empty() && label.find(filter) == std::string::npos) continue;
+    for (cudaDataType_t out : {CUDA_R_32F, CUDA_R_16BF}) probe(lt, s, out, max_algos, enumerate, o);
   }
   cublasLtDestroy(lt);
   return 0;
