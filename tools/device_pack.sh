@@ -2,14 +2,15 @@
 # Packs binaries built here for a GPU machine that has the CUDA runtime but none of the Debian
 # -dev packages: one archive (devrun/pack.tar.xz, under the 64 MiB a device call carries) with
 #   NAME/...  the stripped binaries of each build named on the command line (lancet,
-#             bench_ops_cuda and cublaslt_fp8_probe when built, and tests/test_* that exist),
+#             bench_ops_cuda and cublaslt_fp8_probe when built, and tests/test_* that exist; a
+#             kernel variant of tools/kernel_variants.sh has no lancet),
 #   lib/      the shared libraries they link that are neither part of the C runtime nor CUDA's,
 #   shared/   ../shared/fixtures and ../shared/reference (the tests' reference data).
 # On the device, from the repository root: `source tools/device_unpack.sh` unpacks it to /tmp/x,
 # puts lib/ on LD_LIBRARY_PATH and links /work/shared to the fixtures (the tests' compiled-in
 # path), so that /tmp/x/NAME/lancet and /tmp/x/NAME/tests/test_backend_cuda run there.
 #
-#   tools/device_pack.sh new=build-gpu [base=build-base ...]
+#   tools/device_pack.sh new=build-gpu [base=build-base ...] [v1=build-gpu/variants/v1 ...]
 # Environment: TESTS (default "test_backend_cuda test_runtime test_engine"), SHARED (../shared).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,10 +23,12 @@ mkdir -p "$stage/lib" "$stage/shared" devrun
 bins=()
 for spec in "$@"; do
   name=${spec%%=*} build=${spec#*=}
-  [[ -x $build/lancet ]] || { echo "device_pack: no $build/lancet" >&2; exit 1; }
+  [[ -x $build/lancet || -x $build/bench_ops_cuda ]] || { echo "device_pack: no lancet or bench_ops_cuda in $build" >&2; exit 1; }
   mkdir -p "$stage/$name/tests"
-  cp "$build/lancet" "$stage/$name/"
-  bins+=("$build/lancet")
+  if [[ -x $build/lancet ]]; then
+    cp "$build/lancet" "$stage/$name/"
+    bins+=("$build/lancet")
+  fi
   for tool in bench_ops_cuda cublaslt_fp8_probe; do
     [[ -x $build/$tool ]] && cp "$build/$tool" "$stage/$name/"
   done
