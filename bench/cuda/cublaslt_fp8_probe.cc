@@ -8,13 +8,15 @@
 // runs at lower clocks, than on constant data); `constant` fills them with one code. With
 // `enumerate`, the candidates are not the heuristic's but every configuration cuBLASLt accepts
 // for the call (each algorithm id's tiles and stage counts, cluster shapes auto / 1x1 / 2x1 /
-// 1x2, split-K 1 / 2 / 4 where supported; up to MAX_ALGOS of them), to find what the heuristic
-// does not offer. SHAPE_FILTER is a substring of the case's label ("q/o n=512").
+// 1x2, split-K 1 / 2 / 4 where supported; up to MAX_ALGOS of them) after the heuristic's pick,
+// to find what the heuristic does not offer; the three fastest are printed. SHAPE_FILTER is a
+// substring of the case's label ("q/o n=512").
 //   g++ -O2 -std=c++17 -I$CUDA/include bench/cuda/cublaslt_fp8_probe.cc -L$CUDA/lib64 -lcublasLt -lcudart
 //   ./a.out [random|constant] [MAX_ALGOS=32] [SHAPE_FILTER] [heuristic|enumerate]
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -149,14 +151,18 @@ void probe(cublasLtHandle_t lt, const Shape& s, cudaDataType_t out, int max_algo
               ok(cublasLtMatmulPreferenceCreate(&pref), "preference") &&
               ok(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof(wsb)),
                  "workspace");
+  // Candidate 0 is always the heuristic's first pick (what the backend runs).
   std::vector<cublasLtMatmulAlgo_t> algos;
-  if (good && enumerate) {
-    algos = enumerate_algos(lt, op, a, b, c, out, max_algos);
-  } else if (good) {
+  if (good) {
     std::vector<cublasLtMatmulHeuristicResult_t> res(static_cast<size_t>(max_algos));
     int n = 0;
-    good = ok(cublasLtMatmulAlgoGetHeuristic(lt, op, a, b, c, c, pref, max_algos, res.data(), &n), "heuristic");
+    good = ok(cublasLtMatmulAlgoGetHeuristic(lt, op, a, b, c, c, pref, enumerate ? 1 : max_algos, res.data(), &n),
+              "heuristic");
     for (int i = 0; good && i < n; ++i) algos.push_back(res[static_cast<size_t>(i)].algo);
+  }
+  if (good && enumerate) {
+    const std::vector<cublasLtMatmulAlgo_t> more = enumerate_algos(lt, op, a, b, c, out, max_algos);
+    algos.insert(algos.end(), more.begin(), more.end());
   }
   const int found = static_cast<int>(algos.size());
   const char* dt = out == CUDA_R_32F ? "f32" : "bf16";
@@ -165,8 +171,8 @@ void probe(cublasLtHandle_t lt, const Shape& s, cudaDataType_t out, int max_algo
     cudaEventCreate(&e0);
     cudaEventCreate(&e1);
     const float alpha = 1, beta = 0;
-    double first = -1, best = 1e30;
-    int best_i = -1;
+    double first = -1;
+    std::vector<std::pair<double, int>> timed;  // (us, candidate)
     const int reps = s.n * static_cast<double>(s.m) * s.k > 1e11 ? 20 : enumerate ? 30 : 100;
     for (int i = 0; i < found; ++i) {
       auto call = [&] {
@@ -184,20 +190,26 @@ void probe(cublasLtHandle_t lt, const Shape& s, cudaDataType_t out, int max_algo
       if (!ran || cudaGetLastError() != cudaSuccess) continue;
       const double us = 1000.0 * ms / reps;
       if (i == 0) first = us;
-      if (us < best) best = us, best_i = i;
+      timed.emplace_back(us, i);
     }
+    std::sort(timed.begin(), timed.end());
     const double flop = 2.0 * s.n * static_cast<double>(s.m) * s.k;
-    if (best_i >= 0) {
-      const cublasLtMatmulAlgo_t& al = algos[static_cast<size_t>(best_i)];
-      std::printf(
-          "RESULT %-14s n=%-5d m=%-6d k=%-6d D=%-4s algos=%-3d first %8.1f us %6.0f TFLOP/s  best #%-2d %8.1f us %6.0f "
-          "TFLOP/s  id=%d tile=%d stages=%d splitk=%d reduction=%d swizzle=%d cluster=%d\n",
-          s.name, s.n, s.m, s.k, dt, found, first, first > 0 ? flop / first / 1e6 : 0.0, best_i, best,
-          flop / best / 1e6, config(al, CUBLASLT_ALGO_CONFIG_ID), config(al, CUBLASLT_ALGO_CONFIG_TILE_ID),
-          config(al, CUBLASLT_ALGO_CONFIG_STAGES_ID), config(al, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
-          config(al, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME), config(al, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING),
-          config<uint16_t>(al, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
-    } else {
+    // The fastest candidate on the RESULT line; with `enumerate`, the next two on NEXT lines.
+    for (size_t rank = 0; rank < std::min<size_t>(timed.size(), enumerate ? 3 : 1); ++rank) {
+      const auto [us, i] = timed[rank];
+      const cublasLtMatmulAlgo_t& al = algos[static_cast<size_t>(i)];
+      if (rank == 0)
+        std::printf("RESULT %-14s n=%-5d m=%-6d k=%-6d D=%-4s algos=%-3d first %8.1f us %6.0f TFLOP/s  best", s.name,
+                    s.n, s.m, s.k, dt, found, first, first > 0 ? flop / first / 1e6 : 0.0);
+      else
+        std::printf("NEXT   %-14s n=%-5d m=%-6d k=%-6d D=%-4s %46s", s.name, s.n, s.m, s.k, dt, "");
+      std::printf(" #%-3d %8.1f us %6.0f TFLOP/s  id=%d tile=%d stages=%d splitk=%d reduction=%d swizzle=%d cluster=%d\n",
+                  i, us, flop / us / 1e6, config(al, CUBLASLT_ALGO_CONFIG_ID), config(al, CUBLASLT_ALGO_CONFIG_TILE_ID),
+                  config(al, CUBLASLT_ALGO_CONFIG_STAGES_ID), config(al, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+                  config(al, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME), config(al, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING),
+                  config<uint16_t>(al, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
+    }
+    if (timed.empty()) {
       std::printf("RESULT %-14s n=%-5d m=%-6d k=%-6d D=%-4s no algorithm ran\n", s.name, s.n, s.m, s.k, dt);
     }
     cudaEventDestroy(e0);
