@@ -23,7 +23,8 @@ mkdir -p "$stage/lib" "$stage/shared" devrun
 bins=()
 for spec in "$@"; do
   name=${spec%%=*} build=${spec#*=}
-  [[ -x $build/lancet || -x $build/bench_ops_cuda ]] || { echo "device_pack: no lancet or bench_ops_cuda in $build" >&2; exit 1; }
+  [[ -x $build/lancet || -x $build/bench_ops_cuda ]] ||
+    { echo "device_pack: no lancet or bench_ops_cuda in $build" >&2; exit 1; }
   mkdir -p "$stage/$name/tests"
   if [[ -x $build/lancet ]]; then
     cp "$build/lancet" "$stage/$name/"

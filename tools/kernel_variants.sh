@@ -24,7 +24,10 @@ fi
 lib="$build/src/liblancet_backend_cuda.a"
 for f in "$lib" "$build/compile_commands.json" "$build/CMakeFiles/bench_ops_cuda.dir/bench/cuda/bench_ops.cc.o" \
          "$build/tests/CMakeFiles/test_backend_cuda.dir/link.txt"; do
-  [[ -f $f ]] || { echo "kernel_variants: $build lacks $f (cmake --build $build --target bench_ops_cuda test_backend_cuda)" >&2; exit 1; }
+  [[ -f $f ]] || {
+    echo "kernel_variants: $build lacks $f (cmake --build $build --target bench_ops_cuda test_backend_cuda)" >&2
+    exit 1
+  }
 done
 work="$(mktemp -d)"
 trap 'git -C "$root" worktree remove --force "$work/tree" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
@@ -39,7 +42,8 @@ for spec in "$@"; do
   git -C "$work/tree" apply "$patch"
   mapfile -t changed < <(git -C "$work/tree" diff --name-only HEAD)
   for f in "${changed[@]}"; do
-    [[ $f == src/backend/cuda/* ]] || { echo "kernel_variants: $name changes $f (only src/backend/cuda is swapped)" >&2; exit 1; }
+    [[ $f == src/backend/cuda/* ]] ||
+      { echo "kernel_variants: $name changes $f (only src/backend/cuda is swapped)" >&2; exit 1; }
   done
   # The objects to rebuild: every CUDA source of the library that is, or depends on, a changed
   # file (the build's .o.d dependency lists name each header a source includes).
@@ -88,14 +92,16 @@ PY
   members="$(ar t "$lib")"
   for line in "${cmds[@]}"; do
     IFS=$'\t' read -r cwd member cmd <<< "$line"
-    [[ $(grep -cx "$member" <<< "$members") == 1 ]] || { echo "kernel_variants: archive member $member is not unique" >&2; exit 1; }
+    [[ $(grep -cx "$member" <<< "$members") == 1 ]] ||
+      { echo "kernel_variants: archive member $member is not unique" >&2; exit 1; }
     echo "kernel_variants: $name: $member"
     (cd "$cwd" && eval "$cmd") 2>> "$out/ptxas.log"
     (cd "$out/obj" && ar r "$out/liblancet_backend_cuda.a" "$member")
   done
   # The build's own link lines, with the variant's library.
   swap="s#[^ ]*/liblancet_backend_cuda\.a#$out/liblancet_backend_cuda.a#g"
-  (cd "$build" && eval "$(sed "$swap; s#-o bench_ops_cuda#-o $out/bench_ops_cuda#" CMakeFiles/bench_ops_cuda.dir/link.txt)")
+  (cd "$build" && eval "$(sed "$swap; s#-o bench_ops_cuda#-o $out/bench_ops_cuda#" \
+    CMakeFiles/bench_ops_cuda.dir/link.txt)")
   (cd "$build/tests" && eval "$(sed "$swap; s#-o test_backend_cuda#-o $out/tests/test_backend_cuda#" \
     CMakeFiles/test_backend_cuda.dir/link.txt)")
   rm -rf "$out/obj" "$out/liblancet_backend_cuda.a"

@@ -75,16 +75,17 @@ int config(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_
 // A capability that is an array of uint32_t (tile or stage ids).
 std::vector<uint32_t> cap_ids(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoCapAttributes_t attr) {
   size_t bytes = 0;
-  if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, nullptr, 0, &bytes) != CUBLAS_STATUS_SUCCESS || bytes == 0) return {};
+  if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, nullptr, 0, &bytes) != CUBLAS_STATUS_SUCCESS || bytes == 0)
+    return {};
   std::vector<uint32_t> ids(bytes / sizeof(uint32_t));
   if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, ids.data(), bytes, &bytes) != CUBLAS_STATUS_SUCCESS) return {};
   return ids;
 }
 
 // Every configuration cuBLASLt accepts for the call (cublasLtMatmulAlgoCheck), up to `limit`.
-std::vector<cublasLtMatmulAlgo_t> enumerate_algos(cublasLtHandle_t lt, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a,
-                                                  cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, cudaDataType_t out,
-                                                  int limit) {
+std::vector<cublasLtMatmulAlgo_t> enumerate_algos(cublasLtHandle_t lt, cublasLtMatmulDesc_t op,
+                                                  cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                                                  cublasLtMatrixLayout_t c, cudaDataType_t out, int limit) {
   std::vector<cublasLtMatmulAlgo_t> algos;
   int ids[128], n_ids = 0;
   if (cublasLtMatmulAlgoGetIds(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_8F_E4M3, CUDA_R_8F_E4M3, out, out, 128, ids,
@@ -95,7 +96,8 @@ std::vector<cublasLtMatmulAlgo_t> enumerate_algos(cublasLtHandle_t lt, cublasLtM
     if (cublasLtMatmulAlgoInit(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_8F_E4M3, CUDA_R_8F_E4M3, out, out, ids[i],
                                &base) != CUBLAS_STATUS_SUCCESS)
       continue;
-    std::vector<uint32_t> tiles = cap_ids(base, CUBLASLT_ALGO_CAP_TILE_IDS), stages = cap_ids(base, CUBLASLT_ALGO_CAP_STAGES_IDS);
+    std::vector<uint32_t> tiles = cap_ids(base, CUBLASLT_ALGO_CAP_TILE_IDS),
+                          stages = cap_ids(base, CUBLASLT_ALGO_CAP_STAGES_IDS);
     if (tiles.empty()) tiles.push_back(CUBLASLT_MATMUL_TILE_UNDEFINED);
     if (stages.empty()) stages.push_back(CUBLASLT_MATMUL_STAGES_UNDEFINED);
     int32_t splitk_ok = 0;
@@ -135,22 +137,23 @@ void probe(cublasLtHandle_t lt, const Shape& s, cudaDataType_t out, int max_algo
   const int8_t fast = 1;
   const int32_t outer = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
   const uint64_t wsb = kWorkspace;
-  bool good = ok(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc") &&
-              ok(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), "transa") &&
-              ok(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)), "transb") &&
-              ok(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)), "fast") &&
-              ok(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &outer, sizeof(outer)), "a mode") &&
-              ok(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &outer, sizeof(outer)), "b mode") &&
-              ok(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &o.w_scale, sizeof(o.w_scale)),
-                 "a scale") &&
-              ok(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &o.x_scale, sizeof(o.x_scale)),
-                 "b scale") &&
-              ok(cublasLtMatrixLayoutCreate(&a, CUDA_R_8F_E4M3, s.k, s.m, s.k), "layout W") &&
-              ok(cublasLtMatrixLayoutCreate(&b, CUDA_R_8F_E4M3, s.k, s.n, s.k), "layout x") &&
-              ok(cublasLtMatrixLayoutCreate(&c, out, s.m, s.n, s.m), "layout y") &&
-              ok(cublasLtMatmulPreferenceCreate(&pref), "preference") &&
-              ok(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof(wsb)),
-                 "workspace");
+  bool good =
+      ok(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc") &&
+      ok(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), "transa") &&
+      ok(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)), "transb") &&
+      ok(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)), "fast") &&
+      ok(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &outer, sizeof(outer)), "a mode") &&
+      ok(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &outer, sizeof(outer)), "b mode") &&
+      ok(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &o.w_scale, sizeof(o.w_scale)),
+         "a scale") &&
+      ok(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &o.x_scale, sizeof(o.x_scale)),
+         "b scale") &&
+      ok(cublasLtMatrixLayoutCreate(&a, CUDA_R_8F_E4M3, s.k, s.m, s.k), "layout W") &&
+      ok(cublasLtMatrixLayoutCreate(&b, CUDA_R_8F_E4M3, s.k, s.n, s.k), "layout x") &&
+      ok(cublasLtMatrixLayoutCreate(&c, out, s.m, s.n, s.m), "layout y") &&
+      ok(cublasLtMatmulPreferenceCreate(&pref), "preference") &&
+      ok(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof(wsb)),
+         "workspace");
   // Candidate 0 is always the heuristic's first pick (what the backend runs).
   std::vector<cublasLtMatmulAlgo_t> algos;
   if (good) {
@@ -176,8 +179,8 @@ void probe(cublasLtHandle_t lt, const Shape& s, cudaDataType_t out, int max_algo
     const int reps = s.n * static_cast<double>(s.m) * s.k > 1e11 ? 20 : enumerate ? 30 : 100;
     for (int i = 0; i < found; ++i) {
       auto call = [&] {
-        return cublasLtMatmul(lt, op, &alpha, o.w, a, o.x, b, &beta, o.y, c, o.y, c, &algos[static_cast<size_t>(i)], o.ws,
-                              kWorkspace, 0);
+        return cublasLtMatmul(lt, op, &alpha, o.w, a, o.x, b, &beta, o.y, c, o.y, c, &algos[static_cast<size_t>(i)],
+                              o.ws, kWorkspace, 0);
       };
       bool ran = call() == CUBLAS_STATUS_SUCCESS;
       for (int r = 0; ran && r < 4; ++r) ran = call() == CUBLAS_STATUS_SUCCESS;
@@ -203,11 +206,12 @@ void probe(cublasLtHandle_t lt, const Shape& s, cudaDataType_t out, int max_algo
                     s.n, s.m, s.k, dt, found, first, first > 0 ? flop / first / 1e6 : 0.0);
       else
         std::printf("NEXT   %-14s n=%-5d m=%-6d k=%-6d D=%-4s %46s", s.name, s.n, s.m, s.k, dt, "");
-      std::printf(" #%-3d %8.1f us %6.0f TFLOP/s  id=%d tile=%d stages=%d splitk=%d reduction=%d swizzle=%d cluster=%d\n",
-                  i, us, flop / us / 1e6, config(al, CUBLASLT_ALGO_CONFIG_ID), config(al, CUBLASLT_ALGO_CONFIG_TILE_ID),
-                  config(al, CUBLASLT_ALGO_CONFIG_STAGES_ID), config(al, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
-                  config(al, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME), config(al, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING),
-                  config<uint16_t>(al, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
+      std::printf(
+          " #%-3d %8.1f us %6.0f TFLOP/s  id=%d tile=%d stages=%d splitk=%d reduction=%d swizzle=%d cluster=%d\n", i,
+          us, flop / us / 1e6, config(al, CUBLASLT_ALGO_CONFIG_ID), config(al, CUBLASLT_ALGO_CONFIG_TILE_ID),
+          config(al, CUBLASLT_ALGO_CONFIG_STAGES_ID), config(al, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+          config(al, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME), config(al, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING),
+          config<uint16_t>(al, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
     }
     if (timed.empty()) {
       std::printf("RESULT %-14s n=%-5d m=%-6d k=%-6d D=%-4s no algorithm ran\n", s.name, s.n, s.m, s.k, dt);
@@ -231,19 +235,19 @@ int main(int argc, char** argv) {
   const std::string filter = argc > 3 ? argv[3] : "";
   const bool enumerate = argc > 4 && std::strcmp(argv[4], "enumerate") == 0;
   const std::vector<Shape> shapes = {
-      {"q/o", 4096, 4096, 4096},        {"qkv", 4096, 6144, 4096},      {"gate/up", 4096, 14336, 4096},
-      {"gate_up", 4096, 28672, 4096},   {"down", 4096, 4096, 14336},    {"q/o", 512, 4096, 4096},
-      {"qkv", 512, 6144, 4096},         {"gate/up", 512, 14336, 4096},  {"gate_up", 512, 28672, 4096},
-      {"down", 512, 4096, 14336},       {"70b qkv", 4096, 10240, 8192}, {"70b o", 4096, 8192, 8192},
+      {"q/o", 4096, 4096, 4096},          {"qkv", 4096, 6144, 4096},       {"gate/up", 4096, 14336, 4096},
+      {"gate_up", 4096, 28672, 4096},     {"down", 4096, 4096, 14336},     {"q/o", 512, 4096, 4096},
+      {"qkv", 512, 6144, 4096},           {"gate/up", 512, 14336, 4096},   {"gate_up", 512, 28672, 4096},
+      {"down", 512, 4096, 14336},         {"70b qkv", 4096, 10240, 8192},  {"70b o", 4096, 8192, 8192},
       {"70b gate_up", 4096, 57344, 8192}, {"70b down", 4096, 8192, 28672},
   };
   cublasLtHandle_t lt = nullptr;
   if (!ok(cublasLtCreate(&lt), "cublasLt")) return 1;
   Operands o;
   const size_t w_bytes = size_t{57344} * 8192, x_bytes = size_t{4096} * 28672, y_bytes = size_t{4096} * 57344 * 4;
-  if (!ok(cudaMalloc(&o.w, w_bytes), "W") || !ok(cudaMalloc(&o.x, x_bytes), "x") || !ok(cudaMalloc(&o.y, y_bytes), "y") ||
-      !ok(cudaMalloc(&o.ws, kWorkspace), "workspace") || !ok(cudaMalloc(&o.w_scale, 57344 * 4), "W scale") ||
-      !ok(cudaMalloc(&o.x_scale, 4096 * 4), "x scale"))
+  if (!ok(cudaMalloc(&o.w, w_bytes), "W") || !ok(cudaMalloc(&o.x, x_bytes), "x") ||
+      !ok(cudaMalloc(&o.y, y_bytes), "y") || !ok(cudaMalloc(&o.ws, kWorkspace), "workspace") ||
+      !ok(cudaMalloc(&o.w_scale, 57344 * 4), "W scale") || !ok(cudaMalloc(&o.x_scale, 4096 * 4), "x scale"))
     return 1;
   fill_codes(o.w, w_bytes, random, 1);
   fill_codes(o.x, x_bytes, random, 2);
