@@ -1,9 +1,10 @@
 // cuBLASLt's FP8 GEMMs alone, outside lancet (not a test): for the Llama-3-8B (and 70B)
 // projection shapes at 512 and 4096 rows, as the CUDA backend calls them (W [m, k] and x [n, k]
-// E4M3, outer-vector scales, fast accumulation, f32 or BF16 output), every algorithm the
-// heuristic offers (up to MAX_ALGOS) timed on the same operands: the heuristic's first pick
-// (what the backend runs), the fastest, and the fastest one's configuration (algorithm id,
-// tile, stages, split-K, reduction, swizzle, cluster), so a faster choice can be pinned.
+// E4M3, outer-vector scales, fast accumulation, f32 or BF16 output, 256-byte operand
+// alignment), every algorithm the heuristic offers (up to MAX_ALGOS) timed on the same
+// operands: the heuristic's first pick (what the backend runs), the fastest, and the fastest
+// one's configuration (algorithm id, tile, stages, split-K, reduction, swizzle, cluster), so a
+// faster choice can be pinned.
 // Operands are random E4M3 codes by default (a GEMM on random data draws more power, and so
 // runs at lower clocks, than on constant data); `constant` fills them with one code. With
 // `enumerate`, the candidates are not the heuristic's but every configuration cuBLASLt accepts
@@ -154,6 +155,11 @@ void probe(cublasLtHandle_t lt, const Shape& s, cudaDataType_t out, int max_algo
       ok(cublasLtMatmulPreferenceCreate(&pref), "preference") &&
       ok(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof(wsb)),
          "workspace");
+  // The operands' alignment, as the backend declares it (cudaMalloc'd buffers: 256 bytes).
+  const uint32_t align = 256;
+  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    good = good && ok(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)), "alignment");
   // Candidate 0 is always the heuristic's first pick (what the backend runs).
   std::vector<cublasLtMatmulAlgo_t> algos;
   if (good) {
